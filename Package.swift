@@ -1,0 +1,58 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "DataProtection",
+    platforms: [.macOS(.v13)],
+    products: [
+        .library(name: "DataProtection", targets: ["DataProtection"]),
+        .executable(name: "dpctl", targets: ["dpctl"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    ],
+    targets: [
+        // libsodium from the system (Debian: libsodium-dev). Only SodiumBridge imports it.
+        .systemLibrary(
+            name: "CSodium",
+            pkgConfig: "libsodium",
+            providers: [.apt(["libsodium-dev"]), .brew(["libsodium"])]
+        ),
+        // The one place that touches C and unsafe pointers: secure memory, AEAD,
+        // X25519, Argon2id, keyed BLAKE2b and randomness.
+        .target(
+            name: "SodiumBridge",
+            dependencies: ["CSodium"]
+        ),
+        .target(
+            name: "DataProtection",
+            dependencies: [
+                "SodiumBridge",
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "dpctl",
+            dependencies: [
+                "DataProtection",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(
+            name: "SodiumBridgeTests",
+            dependencies: ["SodiumBridge"]
+        ),
+        .testTarget(
+            name: "DataProtectionTests",
+            dependencies: ["DataProtection", "SodiumBridge"]
+        ),
+        .testTarget(
+            name: "dpctlTests",
+            dependencies: ["dpctl"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,4 @@
+#ifndef DATAPROTECTION_CSODIUM_SHIM_H
+#define DATAPROTECTION_CSODIUM_SHIM_H
+#include <sodium.h>
+#endif

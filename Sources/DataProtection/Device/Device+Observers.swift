@@ -1,0 +1,101 @@
+import Foundation
+import Synchronization
+
+/// A registration of a synchronous observer; cancel it (or let it go) to stop observing.
+public final class DeviceObservation: Sendable {
+    private let onCancel: Mutex<(@Sendable () -> Void)?>
+
+    init(onCancel: @escaping @Sendable () -> Void) {
+        self.onCancel = Mutex(onCancel)
+    }
+
+    /// Stops the observation.
+    public func cancel() {
+        onCancel.withLock { action in
+            action?()
+            action = nil
+        }
+    }
+
+    deinit { cancel() }
+}
+
+/// Observes the device's key lifecycle: what the store needs to flush and
+/// wipe handles before keys go. Held weakly.
+package protocol DeviceLifecycleObserver: AnyObject, Sendable {
+    /// The keys of `classes` are about to be discarded; they are still present.
+    func deviceWillDiscardKeys(of classes: Set<ProtectionClass>)
+    /// The device restarts; flush (if `flushing`) and close every handle.
+    func deviceWillRestart(flushing: Bool)
+    /// The device is about to be erased.
+    func deviceWillErase()
+}
+
+struct Subscribers: Sendable {
+    var nextID: UInt64 = 0
+    var observers: [UInt64: @Sendable (DeviceNotification) -> Void] = [:]
+    var streams: [UInt64: AsyncStream<DeviceNotification>.Continuation] = [:]
+    var lifecycle: [UInt64: WeakLifecycleObserver] = [:]
+
+    mutating func nextIdentifier() -> UInt64 {
+        defer { nextID += 1 }
+        return nextID
+    }
+}
+
+struct WeakLifecycleObserver: Sendable {
+    weak var observer: (any DeviceLifecycleObserver)?
+}
+
+extension Device {
+    /// Calls `handler` synchronously, on the thread that changes the state, for
+    /// every notification. ``DeviceNotification/protectedDataWillBecomeUnavailable``
+    /// handlers run before any key is discarded, so they can still save protected data.
+    public func addObserver(_ handler: @escaping @Sendable (DeviceNotification) -> Void) -> DeviceObservation {
+        let id = subscribers.withLock { subscribers in
+            let id = subscribers.nextIdentifier()
+            subscribers.observers[id] = handler
+            return id
+        }
+        return DeviceObservation { [weak self] in
+            _ = self?.subscribers.withLock { $0.observers.removeValue(forKey: id) }
+        }
+    }
+
+    /// The notifications posted from now on, as an asynchronous sequence.
+    public func notifications() -> AsyncStream<DeviceNotification> {
+        let (stream, continuation) = AsyncStream<DeviceNotification>.makeStream()
+        let id = subscribers.withLock { subscribers in
+            let id = subscribers.nextIdentifier()
+            subscribers.streams[id] = continuation
+            return id
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.subscribers.withLock { $0.streams.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    /// Registers a lifecycle observer (held weakly).
+    package func addLifecycleObserver(_ observer: any DeviceLifecycleObserver) {
+        subscribers.withLock { subscribers in
+            subscribers.lifecycle[subscribers.nextIdentifier()] = WeakLifecycleObserver(observer: observer)
+        }
+    }
+
+    func lifecycleObservers() -> [any DeviceLifecycleObserver] {
+        subscribers.withLock { subscribers in
+            subscribers.lifecycle = subscribers.lifecycle.filter { $0.value.observer != nil }
+            return subscribers.lifecycle.sorted { $0.key < $1.key }.compactMap(\.value.observer)
+        }
+    }
+
+    /// Posts `notification`: synchronous observers first (in registration order), then streams.
+    func post(_ notification: DeviceNotification) {
+        let (observers, streams) = subscribers.withLock { subscribers in
+            (subscribers.observers.sorted { $0.key < $1.key }.map(\.value), Array(subscribers.streams.values))
+        }
+        for observer in observers { observer(notification) }
+        for stream in streams { stream.yield(notification) }
+    }
+}

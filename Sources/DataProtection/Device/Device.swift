@@ -1,0 +1,299 @@
+import Foundation
+import Logging
+import SodiumBridge
+import Synchronization
+import SystemPackage
+
+/// A simulated iOS device: the keybag, the lock state and the rules of
+/// Data Protection (see `semantics.md`).
+///
+/// A device lives in a directory of its own (its "hardware": the device key,
+/// the effaceable key, the keybag and the attempt counter). Creating a
+/// `Device` boots it: the state is ``DeviceState/booted``, only class
+/// ``ProtectionClass/none`` is available until the first ``unlock(passcode:)``.
+///
+/// All methods are thread-safe. `lock`, `unlock`, passcode changes, expiries,
+/// `reboot`, `crash` and `erase` are linearizable: each takes effect at one
+/// instant between its call and its return.
+public final class Device: Sendable {
+    /// The rules this device follows.
+    public let configuration: DeviceConfiguration
+    /// The clock grace periods, inactivity and passcode delays are measured on.
+    public let clock: any DeviceClock
+    /// The device directory.
+    public let directory: URL
+
+    let files: DeviceFiles
+    let hierarchy: KeyHierarchy
+    /// Serialises state transitions; recursive so that observers may query the device.
+    let transition = NSRecursiveLock()
+    let core: Mutex<Core>
+    let subscribers = Mutex(Subscribers())
+    let logger = Logger(label: "DataProtection.Device")
+
+    /// Everything that changes with the lock state.
+    struct Core: Sendable {
+        var state: DeviceState = .booted
+        var sealKey: SecureBytes
+        var counterKey: SecureBytes
+        var keybag: Keybag
+        var keys = ClassKeyring()
+        var attempts: AttemptRecord
+        var lockedAt: DeviceInstant?
+        /// When each slot's key is to be discarded (set by `lock`, cleared by `unlock`).
+        var deadlines: [KeybagSlot: DeviceInstant] = [:]
+        var wakes: [ClockWakeToken] = []
+    }
+
+    /// Opens (or creates) the device in `directory` and boots it.
+    ///
+    /// - Throws: ``DataProtectionError/Code/integrityFailure`` if the device files
+    ///   were tampered with; ``DataProtectionError/Code/ioFailure`` if they cannot be read or written.
+    public convenience init(
+        directory: URL,
+        clock: any DeviceClock = SystemClock.shared,
+        configuration: DeviceConfiguration = DeviceConfiguration()
+    ) throws(DataProtectionError) {
+        try self.init(directory: FilePath(directory.path), clock: clock, configuration: configuration, fileSystem: PosixFileSystem())
+    }
+
+    /// Opens (or creates) the device on an injected file system (fault and crash tests).
+    package init(
+        directory: FilePath, clock: any DeviceClock, configuration: DeviceConfiguration, fileSystem: any FileSystem
+    ) throws(DataProtectionError) {
+        try configuration.validate()
+        self.configuration = configuration
+        self.clock = clock
+        self.directory = URL(fileURLWithPath: directory.string, isDirectory: true)
+        let files = DeviceFiles(directory: directory, fileSystem: fileSystem)
+        try files.prepareDirectory()
+        let hasEffaceableKey = try files.readEffaceableKey() != nil
+        let hasKeybag = try files.keybagExists()
+        let fresh = !hasEffaceableKey && !hasKeybag
+        let deviceKey = try FileDeviceKey.load(at: files.uid, fileSystem: fileSystem, create: fresh)
+        let hierarchy = KeyHierarchy(deviceKey: deviceKey)
+        let booted = try Self.boot(files: files, hierarchy: hierarchy, now: clock.now, logger: logger)
+        self.files = files
+        self.hierarchy = hierarchy
+        self.core = Mutex(booted)
+    }
+
+    deinit {
+        core.withLock { core in
+            core.wakes.forEach { $0.cancel() }
+            core.keys.discardAll()
+        }
+    }
+
+    // MARK: - State
+
+    /// The lock state.
+    public var state: DeviceState {
+        expireDue()
+        return core.withLock { $0.state }
+    }
+
+    /// Whether protected data is available: exactly while the class A (`complete`) key is in memory.
+    public var isProtectedDataAvailable: Bool { isAvailable(.complete) }
+
+    /// Whether an existing, closed file of `protectionClass` can be opened now.
+    public func isAvailable(_ protectionClass: ProtectionClass) -> Bool {
+        expireDue()
+        return classKey(for: protectionClass) != nil
+    }
+
+    /// Whether a passcode is set.
+    public var hasPasscode: Bool {
+        core.withLock { $0.keybag.passcode != .none }
+    }
+
+    /// The Argon2id parameters of the current passcode (`nil` without a passcode).
+    public var passcodeDerivation: (operations: UInt64, memoryBytes: UInt64)? {
+        core.withLock { core in
+            if case .argon2id(_, let operations, let memory) = core.keybag.passcode { return (operations, memory) }
+            return nil
+        }
+    }
+
+    /// The consecutive failed passcode attempts (kept across restarts).
+    public var failedPasscodeAttempts: Int {
+        core.withLock { Int($0.attempts.failures) }
+    }
+
+    /// When the next passcode attempt is allowed; `nil` if it is allowed now.
+    public var nextPasscodeAttemptAllowed: DeviceInstant? {
+        let now = clock.now
+        return core.withLock { core in
+            guard let allowed = Self.nextAttempt(after: core.attempts), allowed > now else { return nil }
+            return allowed
+        }
+    }
+
+    // MARK: - Lock and unlock
+
+    /// Unlocks the device with `passcode` (`nil`: a bare unlock, an attempt with the empty passcode).
+    ///
+    /// From ``DeviceState/booted`` or ``DeviceState/locked``, every class key is
+    /// loaded and ``DeviceNotification/protectedDataDidBecomeAvailable`` posted.
+    /// When already unlocked, a right passcode changes nothing.
+    ///
+    /// - Throws: ``DataProtectionError/Code/incorrectPasscode`` (the failure is counted,
+    ///   unless it repeats the previous wrong passcode); ``DataProtectionError/Code/passcodeAttemptsDelayed``
+    ///   inside an escalating delay (not counted); ``DataProtectionError/Code/deviceErased`` when
+    ///   the failure reaches ``DeviceConfiguration/eraseAfterFailedAttempts``.
+    public func unlock(passcode: String? = nil) throws(DataProtectionError) {
+        transition.lock()
+        defer { transition.unlock() }
+        expireDue()
+        let keys = try verifyPasscode(SecureBytes(copyingUTF8: passcode ?? ""))
+        let wasUnlocked = core.withLock { core in
+            for (slot, key) in keys { core.keys.install(key, in: slot) }
+            core.deadlines.removeAll()
+            core.wakes.forEach { $0.cancel() }
+            core.wakes.removeAll()
+            core.lockedAt = nil
+            defer { core.state = .unlocked }
+            return core.state == .unlocked
+        }
+        if !wasUnlocked {
+            logger.debug("device unlocked")
+            post(.protectedDataDidBecomeAvailable)
+        }
+    }
+
+    /// Locks the device.
+    ///
+    /// Posts ``DeviceNotification/protectedDataWillBecomeUnavailable`` at once
+    /// (observers run before any key goes); the class A and B secret keys are
+    /// discarded at `now + gracePeriod`, the class CX key at `now + inactivityPeriod`,
+    /// unless the device is unlocked first. Does nothing unless unlocked.
+    public func lock() {
+        transition.lock()
+        defer { transition.unlock() }
+        expireDue()
+        let now = clock.now
+        let locked = core.withLock { core in
+            guard core.state == .unlocked else { return false }
+            core.state = .locked
+            core.lockedAt = now
+            return true
+        }
+        guard locked else { return }
+        logger.debug("device locked")
+        post(.protectedDataWillBecomeUnavailable)
+        let grace = now + configuration.gracePeriod
+        let inactivity = now + configuration.inactivityPeriod
+        core.withLock { core in
+            core.deadlines = [.complete: grace, .completeUnlessOpenSecret: grace, .completeWhenUserInactive: inactivity]
+            for deadline in Set([grace, inactivity]) {
+                core.wakes.append(clock.wake(at: deadline) { [weak self] in self?.expireDue() })
+            }
+        }
+        expireDue()
+    }
+
+    // MARK: - Expiry
+
+    /// Discards every key whose deadline has passed, after letting lifecycle
+    /// observers (open handles) flush with the key still present.
+    func expireDue() {
+        transition.lock()
+        defer { transition.unlock() }
+        let now = clock.now
+        while true {
+            let due: (DeviceInstant, [KeybagSlot])? = core.withLock { core in
+                guard let first = core.deadlines.values.filter({ $0 <= now }).min() else { return nil }
+                return (first, core.deadlines.filter { $0.value == first }.map(\.key))
+            }
+            guard let (_, slots) = due else { return }
+            let classes = Set(slots.compactMap(\.protectionClass))
+            for observer in lifecycleObservers() {
+                observer.deviceWillDiscardKeys(of: classes)
+            }
+            core.withLock { core in
+                core.keys.discard(slots)
+                for slot in slots { core.deadlines.removeValue(forKey: slot) }
+            }
+            logger.debug("class keys discarded", metadata: ["classes": "\(classes.map(\.rawValue).sorted())"])
+        }
+    }
+
+    /// The class key (for class B: the secret key) if it is in memory and not past its deadline.
+    package func classKey(for protectionClass: ProtectionClass) -> SecureBytes? {
+        let now = clock.now
+        let slot = KeybagSlot(protectionClass)
+        return core.withLock { core in
+            if let deadline = core.deadlines[slot], deadline <= now { return nil }
+            return core.keys.key(slot)
+        }
+    }
+
+    /// The class B public key: always available.
+    package var classBPublicKey: Data { core.withLock { $0.keybag.classBPublicKey } }
+
+    /// The store's metadata (file-name) key: available from boot.
+    package var metadataKey: SecureBytes? { core.withLock { $0.keys.key(.metadata) } }
+
+    /// A fingerprint of a slot's key in memory (tests only: shows keys survive rewraps).
+    package func keyFingerprint(_ slot: KeybagSlot) -> Data? {
+        core.withLock { core in core.keys.key(slot).map { BLAKE2b.hash([.secret($0)]) } }
+    }
+
+    // MARK: - Restart and erase
+
+    /// Restarts cleanly: open handles are flushed and closed, every class key
+    /// leaves memory, and the device boots again (state ``DeviceState/booted``). Posts nothing.
+    public func reboot() throws(DataProtectionError) {
+        try restart(flushing: true)
+    }
+
+    /// Restarts as after a power cut: handles are closed without flushing. Posts nothing.
+    public func crash() throws(DataProtectionError) {
+        try restart(flushing: false)
+    }
+
+    private func restart(flushing: Bool) throws(DataProtectionError) {
+        transition.lock()
+        defer { transition.unlock() }
+        for observer in lifecycleObservers() {
+            observer.deviceWillRestart(flushing: flushing)
+        }
+        try replaceCore { () throws(DataProtectionError) -> Core in
+            try Self.boot(files: files, hierarchy: hierarchy, now: clock.now, logger: logger)
+        }
+        logger.debug("device restarted", metadata: ["flushed": "\(flushing)"])
+    }
+
+    /// Erases the device: destroys the effaceable key, so the keybag and every
+    /// file become unrecoverable at once, then starts afresh (no passcode,
+    /// ``DeviceState/booted``, attempt count 0). Posts nothing.
+    public func erase() throws(DataProtectionError) {
+        transition.lock()
+        defer { transition.unlock() }
+        try eraseLocked()
+    }
+
+    func eraseLocked() throws(DataProtectionError) {
+        for observer in lifecycleObservers() {
+            observer.deviceWillErase()
+        }
+        try files.destroyEffaceableKey()
+        try replaceCore { () throws(DataProtectionError) -> Core in
+            try Self.createFresh(files: files, hierarchy: hierarchy)
+        }
+        logger.notice("device erased")
+    }
+
+    /// Wipes the current core's keys and installs a new one.
+    private func replaceCore(_ make: () throws(DataProtectionError) -> Core) throws(DataProtectionError) {
+        core.withLock { core in
+            core.wakes.forEach { $0.cancel() }
+            core.wakes.removeAll()
+            core.deadlines.removeAll()
+            core.keys.discardAll()
+            core.state = .booted
+        }
+        let fresh = try make()
+        core.withLock { $0 = fresh }
+    }
+}

@@ -1,0 +1,38 @@
+/// The tunable rules of a ``Device``.
+public struct DeviceConfiguration: Sendable, Hashable {
+    /// How long class A and class B (secret) keys stay after `lock` (default 0 s;
+    /// Apple uses 10 s when "Require Passcode" is "Immediately").
+    public var gracePeriod: Duration
+    /// How long the device must stay locked before the class CX key is discarded (default 48 h).
+    public var inactivityPeriod: Duration
+    /// Erase the device when this many consecutive failed attempts is reached (`nil`, the default: never).
+    public var eraseAfterFailedAttempts: Int?
+    /// How expensive the passcode derivation is made when a passcode is set (default: calibrated to ~90 ms).
+    public var passcodeCost: PasscodeCost
+
+    /// The default rules, optionally changed.
+    public init(
+        gracePeriod: Duration = .zero,
+        inactivityPeriod: Duration = .seconds(48 * 3600),
+        eraseAfterFailedAttempts: Int? = nil,
+        passcodeCost: PasscodeCost = .standard
+    ) {
+        self.gracePeriod = gracePeriod
+        self.inactivityPeriod = inactivityPeriod
+        self.eraseAfterFailedAttempts = eraseAfterFailedAttempts
+        self.passcodeCost = passcodeCost
+    }
+
+    func validate() throws(DataProtectionError) {
+        guard gracePeriod >= .zero else { throw .invalidArgument("The grace period cannot be negative.") }
+        guard inactivityPeriod >= .zero else { throw .invalidArgument("The inactivity period cannot be negative.") }
+        if let limit = eraseAfterFailedAttempts, limit < 1 {
+            throw .invalidArgument("Erase after \(limit) failed attempts: the limit must be at least 1.")
+        }
+        if case .fixed(let operations, let memory) = passcodeCost {
+            guard operations >= 1, memory >= 8 * 1024, memory <= PasscodeParameters.maximumMemory else {
+                throw .invalidArgument("Argon2id needs at least 1 pass and between 8 KiB and 4 GiB of memory.")
+            }
+        }
+    }
+}

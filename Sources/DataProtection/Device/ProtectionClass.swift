@@ -1,0 +1,46 @@
+import Foundation
+
+/// A Data Protection class: which key protects a file, and so when it can be used.
+///
+/// Case names are Foundation's `FileProtectionType` names; the letters are
+/// Apple's (A, B, C, CX, D).
+public enum ProtectionClass: String, Sendable, Hashable, CaseIterable, Codable, CustomStringConvertible {
+    /// Class A: available only while the device is unlocked (and during the grace period).
+    case complete
+    /// Class B: new files can be created and written while locked; existing files open only while unlocked.
+    case completeUnlessOpen
+    /// Class C, the default: available from the first unlock until reboot.
+    case completeUntilFirstUserAuthentication
+    /// Class CX: like C until the device has stayed locked for the inactivity period, then like A.
+    case completeWhenUserInactive
+    /// Class D: always available; protected by the device key only.
+    case none
+
+    /// The class of new files when nothing else is said.
+    public static let `default`: ProtectionClass = .completeUntilFirstUserAuthentication
+
+    /// The Foundation name.
+    public var description: String { rawValue }
+
+    /// Whether the class key depends on the passcode (every class but ``none``).
+    public var requiresPasscodeKey: Bool { self != .none }
+
+    /// The class for a Foundation protection type; `nil` for a type Foundation adds later.
+    public init?(_ type: FileProtectionType) {
+        // Raw values are "NSFileProtection" + the class name with a capital first letter.
+        let prefix = "NSFileProtection"
+        guard type.rawValue.hasPrefix(prefix),
+              let known = ProtectionClass(rawValue: String(type.rawValue.dropFirst(prefix.count)).lowercasedFirst)
+        else { return nil }
+        self = known
+    }
+
+    /// The Foundation protection type.
+    public var fileProtectionType: FileProtectionType {
+        FileProtectionType(rawValue: "NSFileProtection" + rawValue.prefix(1).uppercased() + rawValue.dropFirst())
+    }
+}
+
+private extension String {
+    var lowercasedFirst: String { prefix(1).lowercased() + dropFirst() }
+}

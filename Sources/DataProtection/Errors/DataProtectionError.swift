@@ -1,0 +1,75 @@
+/// The one error type of DataProtection.
+///
+/// ``code`` is stable (the codes of the semantics contract) and is what programs
+/// should match on; ``message`` is for humans and ``hint``, when present,
+/// suggests what to do next. No secret ever appears in an error.
+public struct DataProtectionError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// Stable error codes. Their raw values never change.
+    public enum Code: String, Sendable, Hashable, CaseIterable, Codable {
+        /// The class key needed is not in memory (device locked, or before first unlock).
+        case protectedDataUnavailable
+        /// The passcode did not unlock the keybag.
+        case incorrectPasscode
+        /// Too many failed attempts: the next one is allowed later (see ``DataProtectionError/retryAfter``).
+        case passcodeAttemptsDelayed
+        /// The device was erased (after too many failed attempts).
+        case deviceErased
+        /// No file or directory at the path.
+        case fileNotFound
+        /// Something already exists at the path.
+        case fileExists
+        /// A path component that must be a directory is not one.
+        case notADirectory
+        /// The operation needs a file but found a directory.
+        case isADirectory
+        /// The directory must be empty for the operation.
+        case directoryNotEmpty
+        /// The handle was closed (or invalidated by a reboot).
+        case handleClosed
+        /// The handle's mode forbids the operation.
+        case notPermitted
+        /// Ciphertext or metadata was tampered with or is corrupt.
+        case integrityFailure
+        /// The path is empty, has a `..` component or a NUL byte.
+        case invalidPath
+        /// An argument is out of range or does not make sense here.
+        case invalidArgument
+        /// The operating system refused an I/O operation (disk full, permission, I/O error).
+        /// An addition to the contract's codes: none of them describes a failing disk.
+        case ioFailure
+    }
+
+    /// The stable code.
+    public let code: Code
+    /// What went wrong, for humans.
+    public let message: String
+    /// What to do about it, when there is something to say.
+    public let hint: String?
+    /// For ``Code/passcodeAttemptsDelayed``: how long until the next attempt is allowed.
+    public let retryAfter: Duration?
+
+    /// Creates an error.
+    public init(_ code: Code, _ message: String, hint: String? = nil, retryAfter: Duration? = nil) {
+        self.code = code
+        self.message = message
+        self.hint = hint
+        self.retryAfter = retryAfter
+    }
+
+    /// `message (code)`.
+    public var description: String { "\(message) (\(code.rawValue))" }
+}
+
+extension DataProtectionError {
+    static func integrity(_ message: String, hint: String? = nil) -> DataProtectionError {
+        DataProtectionError(.integrityFailure, message, hint: hint)
+    }
+
+    static func unavailable(_ message: String) -> DataProtectionError {
+        DataProtectionError(.protectedDataUnavailable, message, hint: "Unlock the device, then try again.")
+    }
+
+    static func invalidArgument(_ message: String, hint: String? = nil) -> DataProtectionError {
+        DataProtectionError(.invalidArgument, message, hint: hint)
+    }
+}

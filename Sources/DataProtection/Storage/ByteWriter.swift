@@ -1,0 +1,67 @@
+import Foundation
+
+/// Appends fixed-width little-endian fields to public bytes (file headers, keybag bodies).
+struct ByteWriter {
+    private(set) var data = Data()
+
+    init(capacity: Int = 0) { data.reserveCapacity(capacity) }
+
+    mutating func append(_ bytes: Data) { data.append(bytes) }
+    mutating func append(ascii: String) { data.append(contentsOf: Array(ascii.utf8)) }
+    mutating func append(_ value: UInt8) { data.append(value) }
+    mutating func append(_ value: UInt32) { withUnsafeBytes(of: value.littleEndian) { data.append(contentsOf: $0) } }
+    mutating func append(_ value: UInt64) { withUnsafeBytes(of: value.littleEndian) { data.append(contentsOf: $0) } }
+    mutating func append(_ value: Int64) { append(UInt64(bitPattern: value)) }
+}
+
+/// Reads fixed-width little-endian fields; every read is bounds-checked and a
+/// short input is reported as corrupt, never a crash.
+struct ByteReader {
+    private let data: Data
+    private(set) var offset: Int
+    /// What is being parsed, for error messages ("keybag", "attempt counter").
+    let what: String
+
+    init(_ data: Data, what: String) {
+        self.data = Data(data)   // re-base indices at 0
+        self.offset = 0
+        self.what = what
+    }
+
+    var remaining: Int { data.count - offset }
+
+    mutating func bytes(_ count: Int) throws(DataProtectionError) -> Data {
+        guard count >= 0, remaining >= count else {
+            throw .integrity("The \(what) is truncated (needed \(count) more bytes at offset \(offset), found \(remaining)).")
+        }
+        defer { offset += count }
+        return data.subdata(in: offset..<offset + count)
+    }
+
+    mutating func uint8() throws(DataProtectionError) -> UInt8 { try bytes(1)[0] }
+
+    mutating func uint32() throws(DataProtectionError) -> UInt32 {
+        try bytes(4).reversed().reduce(0) { ($0 << 8) | UInt32($1) }
+    }
+
+    mutating func uint64() throws(DataProtectionError) -> UInt64 {
+        try bytes(8).reversed().reduce(0) { ($0 << 8) | UInt64($1) }
+    }
+
+    mutating func int64() throws(DataProtectionError) -> Int64 { Int64(bitPattern: try uint64()) }
+
+    /// Checks a magic string.
+    mutating func expect(ascii magic: String) throws(DataProtectionError) {
+        let found = try bytes(magic.utf8.count)
+        guard found == Data(magic.utf8) else {
+            throw .integrity("The \(what) does not start with the magic \"\(magic)\": not a DataProtection file, or corrupt.")
+        }
+    }
+
+    /// Checks that everything was consumed.
+    func expectEnd() throws(DataProtectionError) {
+        guard remaining == 0 else {
+            throw .integrity("The \(what) has \(remaining) unexpected trailing bytes.")
+        }
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+import SodiumBridge
+import SystemPackage
+
+/// Bytes to write to a file: public parts and secret parts, in order.
+///
+/// Secret parts are written straight from secure memory, so a key file never
+/// passes through a `Data`.
+package enum FileBytes: Sendable {
+    case data(Data)
+    case secret(SecureBytes)
+
+    var count: Int {
+        switch self {
+        case .data(let data): data.count
+        case .secret(let secret): secret.count
+        }
+    }
+}
+
+/// The file-system operations the device and the store use.
+///
+/// One protocol so that tests can inject I/O faults and crashes between any two
+/// operations (see ``AtomicFileWriter``). ``PosixFileSystem`` is the real one.
+package protocol FileSystem: Sendable {
+    /// The whole file, or `nil` if nothing exists at `path`.
+    func readFile(at path: FilePath) throws(DataProtectionError) -> Data?
+    /// The whole (small) file read into secure memory, or `nil` if nothing exists at `path`.
+    func readSecretFile(at path: FilePath) throws(DataProtectionError) -> SecureBytes?
+    /// Creates a new file (mode 0600) for writing; fails with `fileExists` if one exists.
+    func createFile(at path: FilePath) throws(DataProtectionError) -> FileDescriptor
+    /// Writes all the bytes at the current offset.
+    func write(_ bytes: FileBytes, to descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError)
+    /// `fsync`: makes the file's data and size durable.
+    func synchronize(_ descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError)
+    /// Closes a descriptor.
+    func close(_ descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError)
+    /// `rename`: atomically replaces `destination` with `source`.
+    func rename(_ source: FilePath, to destination: FilePath) throws(DataProtectionError)
+    /// `fsync` of a directory: makes renames, creations and removals in it durable.
+    func synchronizeDirectory(at path: FilePath) throws(DataProtectionError)
+    /// `unlink`; a missing file is not an error.
+    func removeFile(at path: FilePath) throws(DataProtectionError)
+    /// `mkdir` with mode 0700; an existing directory is not an error.
+    func createDirectory(at path: FilePath) throws(DataProtectionError)
+    /// The names in a directory, without `.` and `..`.
+    func contentsOfDirectory(at path: FilePath) throws(DataProtectionError) -> [String]
+}
+
+/// Writes a file atomically: a temporary file beside it, `fsync`, `rename` over
+/// the target, `fsync` of the directory. A crash at any instant leaves either
+/// the old file or the new one, never a mixture, and the old one stays until
+/// the new one is durable.
+package struct AtomicFileWriter: Sendable {
+    /// Prefix of temporary files; anything starting with it is debris of a crash.
+    package static let temporaryPrefix = ".tmp-"
+
+    let fileSystem: any FileSystem
+
+    package init(fileSystem: any FileSystem) {
+        self.fileSystem = fileSystem
+    }
+
+    /// Replaces (or creates) the file at `path` with `parts`, durably.
+    package func write(_ parts: [FileBytes], to path: FilePath) throws(DataProtectionError) {
+        guard let name = path.lastComponent?.string else {
+            throw .invalidArgument("No file name in \(path).")
+        }
+        let directory = path.removingLastComponent()
+        let suffix = Random.bytes(count: 8).map { String(format: "%02x", $0) }.joined()
+        let temporary = directory.appending(Self.temporaryPrefix + name + "-" + suffix)
+        let descriptor = try fileSystem.createFile(at: temporary)
+        do {
+            for part in parts {
+                try fileSystem.write(part, to: descriptor, path: temporary)
+            }
+            try fileSystem.synchronize(descriptor, path: temporary)
+        } catch {
+            try? fileSystem.close(descriptor, path: temporary)
+            try? fileSystem.removeFile(at: temporary)
+            throw error
+        }
+        do {
+            try fileSystem.close(descriptor, path: temporary)
+            try fileSystem.rename(temporary, to: path)
+        } catch {
+            try? fileSystem.removeFile(at: temporary)
+            throw error
+        }
+        try fileSystem.synchronizeDirectory(at: directory)
+    }
+
+    /// Removes temporary files left in `directory` by an interrupted write.
+    package func removeDebris(in directory: FilePath) throws(DataProtectionError) {
+        for name in try fileSystem.contentsOfDirectory(at: directory) where name.hasPrefix(Self.temporaryPrefix) {
+            try fileSystem.removeFile(at: directory.appending(name))
+        }
+    }
+}

@@ -1,0 +1,179 @@
+import Foundation
+import SodiumBridge
+import SystemPackage
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The real file system, through swift-system's `FileDescriptor`.
+///
+/// The calls swift-system does not wrap (`fsync`, `rename`, `unlink`, `mkdir`)
+/// are made here and nowhere else; each `errno` becomes a ``DataProtectionError``
+/// naming the operation and the path.
+package struct PosixFileSystem: FileSystem {
+    package init() {}
+
+    package func readFile(at path: FilePath) throws(DataProtectionError) -> Data? {
+        guard let descriptor = try openForReading(path) else { return nil }
+        defer { try? descriptor.close() }
+        var result = Data()
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = try call("read", path) {
+                try buffer.withUnsafeMutableBytes { try descriptor.read(into: $0) }
+            }
+            if count == 0 { break }
+            result.append(contentsOf: buffer[0..<count])
+        }
+        return result
+    }
+
+    package func readSecretFile(at path: FilePath) throws(DataProtectionError) -> SecureBytes? {
+        guard let descriptor = try openForReading(path) else { return nil }
+        defer { try? descriptor.close() }
+        let size = try call("lseek", path) { try descriptor.seek(offset: 0, from: .end) }
+        guard size <= 64 * 1024 else {
+            throw .integrity("\(path) is \(size) bytes long, far more than a key file can be.")
+        }
+        _ = try call("lseek", path) { try descriptor.seek(offset: 0, from: .start) }
+        let secret = SecureBytes(count: Int(size))
+        var filled = 0
+        while filled < secret.count {
+            let count = try call("read", path) {
+                try secret.withUnsafeMutableBytes { buffer in
+                    try descriptor.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]))
+                }
+            }
+            if count == 0 { break }
+            filled += count
+        }
+        guard filled == secret.count else {
+            throw .integrity("\(path) changed size while it was read.")
+        }
+        return secret
+    }
+
+    package func createFile(at path: FilePath) throws(DataProtectionError) -> FileDescriptor {
+        try call("open", path) {
+            try FileDescriptor.open(
+                path, .writeOnly,
+                options: [.create, .exclusiveCreate, .closeOnExec],
+                permissions: [.ownerReadWrite])
+        }
+    }
+
+    package func write(_ bytes: FileBytes, to descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) {
+        _ = try call("write", path) {
+            switch bytes {
+            case .data(let data):
+                try data.withUnsafeBytes { try descriptor.writeAll($0) }
+            case .secret(let secret):
+                try secret.withUnsafeBytes { try descriptor.writeAll($0) }
+            }
+        }
+    }
+
+    package func synchronize(_ descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) {
+        try check("fsync", path, fsync(descriptor.rawValue))
+    }
+
+    package func close(_ descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) {
+        try call("close", path) { try descriptor.close() }
+    }
+
+    package func rename(_ source: FilePath, to destination: FilePath) throws(DataProtectionError) {
+        let status = source.withPlatformString { from in
+            destination.withPlatformString { to in systemRename(from, to) }
+        }
+        try check("rename", destination, status)
+    }
+
+    package func synchronizeDirectory(at path: FilePath) throws(DataProtectionError) {
+        let descriptor = try call("open", path) {
+            try FileDescriptor.open(path, .readOnly, options: [.directory, .closeOnExec])
+        }
+        defer { try? descriptor.close() }
+        try check("fsync", path, fsync(descriptor.rawValue))
+    }
+
+    package func removeFile(at path: FilePath) throws(DataProtectionError) {
+        let status = path.withPlatformString { unlink($0) }
+        if status != 0 && errno == ENOENT { return }
+        try check("unlink", path, status)
+    }
+
+    package func createDirectory(at path: FilePath) throws(DataProtectionError) {
+        let status = path.withPlatformString { mkdir($0, 0o700) }
+        if status != 0 && errno == EEXIST {
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: path.string, isDirectory: &isDirectory), isDirectory.boolValue {
+                return
+            }
+        }
+        try check("mkdir", path, status)
+    }
+
+    package func contentsOfDirectory(at path: FilePath) throws(DataProtectionError) -> [String] {
+        do {
+            return try FileManager.default.contentsOfDirectory(atPath: path.string)
+        } catch {
+            let posix = (error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError
+            throw Self.error(for: Errno(rawValue: Int32(posix?.code ?? Int(ENOENT))), operation: "list", path: path)
+        }
+    }
+
+    // MARK: - errno to DataProtectionError
+
+    private func openForReading(_ path: FilePath) throws(DataProtectionError) -> FileDescriptor? {
+        do {
+            return try FileDescriptor.open(path, .readOnly, options: [.closeOnExec])
+        } catch let errno as Errno where errno == .noSuchFileOrDirectory {
+            return nil
+        } catch let errno as Errno {
+            throw Self.error(for: errno, operation: "open", path: path)
+        } catch {
+            throw DataProtectionError(.ioFailure, "open \(path): \(error)")
+        }
+    }
+
+    private func call<R>(_ operation: String, _ path: FilePath, _ body: () throws -> R) throws(DataProtectionError) -> R {
+        do {
+            return try body()
+        } catch let errno as Errno {
+            throw Self.error(for: errno, operation: operation, path: path)
+        } catch {
+            throw DataProtectionError(.ioFailure, "\(operation) \(path): \(error)")
+        }
+    }
+
+    private func check(_ operation: String, _ path: FilePath, _ status: Int32) throws(DataProtectionError) {
+        guard status != 0 else { return }
+        throw Self.error(for: Errno(rawValue: errno), operation: operation, path: path)
+    }
+
+    /// Maps an `errno` to the contract's codes; what has no code of its own is an ``DataProtectionError/Code/ioFailure``.
+    static func error(for errno: Errno, operation: String, path: FilePath) -> DataProtectionError {
+        let what = "\(operation) \(path): \(errno)"
+        switch errno {
+        case .noSuchFileOrDirectory: return DataProtectionError(.fileNotFound, what)
+        case .fileExists: return DataProtectionError(.fileExists, what)
+        case .notDirectory: return DataProtectionError(.notADirectory, what)
+        case .isDirectory: return DataProtectionError(.isADirectory, what)
+        case .directoryNotEmpty: return DataProtectionError(.directoryNotEmpty, what)
+        case .noSpace: return DataProtectionError(.ioFailure, what, hint: "The disk is full; free some space and try again.")
+        case .permissionDenied, .notPermitted:
+            return DataProtectionError(.ioFailure, what, hint: "Check the permissions of the store directory.")
+        default: return DataProtectionError(.ioFailure, what)
+        }
+    }
+}
+
+private func systemRename(_ from: UnsafePointer<CChar>, _ to: UnsafePointer<CChar>) -> Int32 {
+    #if canImport(Glibc)
+    Glibc.rename(from, to)
+    #else
+    Darwin.rename(from, to)
+    #endif
+}

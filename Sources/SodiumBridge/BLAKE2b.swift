@@ -1,0 +1,74 @@
+import CSodium
+import Foundation
+
+/// Keyed BLAKE2b (`crypto_generichash`), used for key derivation and MACs.
+///
+/// Inputs are given as ``Part``s so that secret and public pieces can be
+/// hashed together without copying a secret into a `Data`.
+package enum BLAKE2b {
+    /// One piece of hashed input.
+    package enum Part {
+        /// Public bytes.
+        case data(Data)
+        /// Secret bytes.
+        case secret(SecureBytes)
+        /// The UTF-8 bytes of a label.
+        case label(String)
+    }
+
+    /// Smallest and largest output and key sizes (16 and 64 bytes).
+    package static let minimumByteCount = Int(crypto_generichash_BYTES_MIN)
+    package static let maximumByteCount = Int(crypto_generichash_BYTES_MAX)
+
+    /// Keyed BLAKE2b of the concatenated parts, as a secret (a derived key).
+    package static func deriveKey(byteCount: Int = 32, key: SecureBytes, _ parts: [Part]) -> SecureBytes {
+        let output = SecureBytes(count: byteCount)
+        output.withUnsafeMutableBytes { out in hash(into: out, key: key, parts) }
+        return output
+    }
+
+    /// Keyed BLAKE2b of the concatenated parts, as public bytes (a MAC or an identifier).
+    package static func mac(byteCount: Int = 32, key: SecureBytes, _ parts: [Part]) -> Data {
+        var output = Data(count: byteCount)
+        output.withUnsafeMutableBytes { out in hash(into: out, key: key, parts) }
+        return output
+    }
+
+    /// Unkeyed BLAKE2b of the concatenated parts (fingerprints of public data).
+    package static func hash(byteCount: Int = 32, _ parts: [Part]) -> Data {
+        var output = Data(count: byteCount)
+        output.withUnsafeMutableBytes { out in hash(into: out, key: nil, parts) }
+        return output
+    }
+
+    private static func hash(into out: UnsafeMutableRawBufferPointer, key: SecureBytes?, _ parts: [Part]) {
+        Sodium.ensureInitialized()
+        precondition(out.count >= minimumByteCount && out.count <= maximumByteCount, "BLAKE2b output size out of range")
+        if let key {
+            precondition(key.count >= Int(crypto_generichash_KEYBYTES_MIN) && key.count <= Int(crypto_generichash_KEYBYTES_MAX),
+                         "BLAKE2b key size out of range")
+        }
+        // Inputs are small (keys, labels, identifiers): gather them in secure memory
+        // and hash in one call, so no hash state holding key material outlives this call.
+        let message = SecureBytes(concatenating: parts.map { part in
+            switch part {
+            case .secret(let secret): return secret
+            case .data(let data): return SecureBytes(count: data.count) { out in out.copyBytes(from: data) }
+            case .label(let label): return SecureBytes(copyingUTF8: label)
+            }
+        })
+        message.withUnsafeBytes { m in
+            let input = m.baseAddress?.assumingMemoryBound(to: UInt8.self)
+            if let key {
+                key.withUnsafeBytes { k in
+                    _ = crypto_generichash(
+                        out.baseAddress!.assumingMemoryBound(to: UInt8.self), out.count,
+                        input, UInt64(m.count),
+                        k.baseAddress!.assumingMemoryBound(to: UInt8.self), k.count)
+                }
+            } else {
+                _ = crypto_generichash(out.baseAddress!.assumingMemoryBound(to: UInt8.self), out.count, input, UInt64(m.count), nil, 0)
+            }
+        }
+    }
+}
