@@ -39,6 +39,7 @@ let package = Package(
             dependencies: [
                 "DataProtection",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(

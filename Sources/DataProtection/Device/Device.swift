@@ -281,7 +281,7 @@ public final class Device: Sendable {
         try replaceCore { () throws(DataProtectionError) -> Core in
             try Self.createFresh(files: files, hierarchy: hierarchy)
         }
-        logger.notice("device erased")
+        logger.debug("device erased")
     }
 
     /// Wipes the current core's keys and installs a new one.

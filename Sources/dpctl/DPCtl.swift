@@ -1,0 +1,67 @@
+import ArgumentParser
+import DataProtection
+import Foundation
+import Logging
+
+/// `dpctl`: try Data Protection from the terminal.
+@main
+struct DPCtl: ParsableCommand {
+    /// Library log lines go to standard error, warnings and worse only:
+    /// standard output carries results (file contents, JSON).
+    static func main() {
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = .warning
+            return handler
+        }
+        main(nil)
+    }
+
+    static let configuration = CommandConfiguration(
+        commandName: "dpctl",
+        abstract: "iOS-style Data Protection for any program: a simulated device with protection classes.",
+        discussion: "Run `dpctl demo` for a narrated tour.",
+        version: "0.1.0",
+        subcommands: [Demo.self]
+    )
+}
+
+/// Exit statuses, one per kind of failure (documented in the README).
+enum ExitStatus {
+    static func code(for error: DataProtectionError.Code) -> Int32 {
+        switch error {
+        case .protectedDataUnavailable: 10
+        case .incorrectPasscode: 11
+        case .passcodeAttemptsDelayed: 12
+        case .deviceErased: 13
+        case .fileNotFound: 14
+        case .fileExists: 15
+        case .notADirectory: 16
+        case .isADirectory: 17
+        case .directoryNotEmpty: 18
+        case .handleClosed: 19
+        case .notPermitted: 20
+        case .integrityFailure: 21
+        case .invalidPath: 22
+        case .invalidArgument: 23
+        case .ioFailure: 24
+        }
+    }
+}
+
+extension DataProtectionError {
+    /// Prints `dpctl: error: … (code)` and `dpctl: hint: …` to standard error and
+    /// returns the exit code for the error's kind.
+    func reportAndExit() -> ExitCode {
+        var standardError = FileHandle.standardError
+        print("dpctl: error: \(message) (\(code.rawValue))", to: &standardError)
+        if let hint { print("dpctl: hint: \(hint)", to: &standardError) }
+        return ExitCode(ExitStatus.code(for: code))
+    }
+}
+
+extension FileHandle: @retroactive TextOutputStream {
+    public func write(_ string: String) {
+        write(Data(string.utf8))
+    }
+}

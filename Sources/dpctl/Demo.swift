@@ -1,0 +1,174 @@
+import ArgumentParser
+import DataProtection
+import Foundation
+import Synchronization
+
+/// `dpctl demo`: a narrated tour of the device on a temporary directory.
+struct Demo: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "A narrated tour: protection classes, lock and grace period, throttling, erase.",
+        discussion: """
+            Runs on a temporary device (removed afterwards) with a virtual clock, so the \
+            grace period, the 48 h inactivity expiry and the passcode delays happen at once. \
+            The passcode key derivation is real and calibrated on this machine.
+            """
+    )
+
+    @Option(name: .customLong("keep"), help: "Keep the demo device directory at this path instead of a temporary one.")
+    var keepDirectory: String?
+
+    func run() throws {
+        let directory = keepDirectory.map { URL(fileURLWithPath: $0) }
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("dpctl-demo-\(UUID().uuidString)")
+        defer { if keepDirectory == nil { try? FileManager.default.removeItem(at: directory) } }
+        do {
+            try Tour(directory: directory).run()
+        } catch {
+            throw error.reportAndExit()
+        }
+    }
+}
+
+/// The demo's script.
+private struct Tour {
+    let directory: URL
+    let clock = VirtualClock()
+    let wall = ContinuousClock()
+
+    func run() throws(DataProtectionError) {
+        print("DataProtection demo: a simulated device in \(directory.path)")
+        print("(virtual clock: waits happen instantly; Argon2id runs for real)\n")
+
+        let device = try Device(
+            directory: directory, clock: clock,
+            configuration: DeviceConfiguration(gracePeriod: .seconds(10), eraseAfterFailedAttempts: 10))
+        let events = EventLog()
+        let observation = device.addObserver { events.append($0) }
+        defer { observation.cancel() }
+
+        section("1. Boot: before first unlock only class `none` is available")
+        show(device)
+
+        section("2. First unlock, then set the passcode 1234 (Argon2id calibrated to ~90 ms here)")
+        try device.unlock()
+        try device.setPasscode("1234")
+        if let (operations, memory) = device.passcodeDerivation {
+            say("Argon2id parameters chosen: \(operations) passes over \(memory >> 20) MiB")
+        }
+        show(device)
+
+        section("3. Lock with a 10 s grace period")
+        let lockStart = wall.now
+        device.lock()
+        let lockTime = wall.now - lockStart
+        say("events: \(events.drain())")
+        clock.advance(by: .seconds(5))
+        say("t+5 s (inside the grace period):")
+        show(device)
+        clock.advance(by: .seconds(5))
+        say("t+10 s (grace over: class A key and class B secret key wiped):")
+        show(device)
+
+        section("4. 48 h of continuous lock: class `completeWhenUserInactive` goes too")
+        clock.advance(by: .seconds(48 * 3600))
+        show(device)
+
+        section("5. Wrong passcodes: Apple's escalating delays")
+        for attempt in 1...5 {
+            try? attemptUnlock(device, "000\(attempt)")
+        }
+        say("an attempt inside the delay is refused and not counted:")
+        try? attemptUnlock(device, "0006")
+        clock.advance(by: .seconds(60))
+        say("1 minute later:")
+        try? attemptUnlock(device, "0006")
+        clock.advance(by: .seconds(5 * 60))
+        say("5 minutes later, the same wrong passcode again is not counted twice:")
+        try? attemptUnlock(device, "0006")
+        try attemptUnlock(device, "1234")
+        say("events: \(events.drain())")
+
+        section("6. Reboot: every class but `none` needs the first unlock again")
+        try device.reboot()
+        show(device)
+        let unlockStart = wall.now
+        try device.unlock(passcode: "1234")
+        let unlockTime = wall.now - unlockStart
+        say("unlock 1234: ok")
+
+        section("7. Timing on this machine (wall clock)")
+        if let (operations, memory) = device.passcodeDerivation {
+            let kdf = try PasscodeCost.measureDerivation(operations: operations, memoryBytes: memory)
+            say("unlock: \(format(unlockTime)) = Argon2id \(format(kdf)) + the rest \(format(unlockTime - kdf))")
+        }
+        say("lock (post the notification, schedule discards): \(format(lockTime))")
+
+        section("8. Ten consecutive failures erase the device (erase-after-10 is on)")
+        for attempt in 0..<30 {
+            guard let error = failure(of: { () throws(DataProtectionError) in try device.unlock(passcode: "9\(attempt)") }) else { continue }
+            if error.code == .passcodeAttemptsDelayed {
+                clock.advance(by: error.retryAfter ?? .seconds(3600))
+            } else if error.code == .deviceErased {
+                say(error.message)
+                break
+            }
+        }
+        say("after erase: state \(device.state), passcode set: \(device.hasPasscode), failed attempts: \(device.failedPasscodeAttempts)")
+        print("\nDone. Protected files (`put`, `get`, handles) arrive with the protected-file store.")
+    }
+
+    private func attemptUnlock(_ device: Device, _ passcode: String) throws(DataProtectionError) {
+        do {
+            try device.unlock(passcode: passcode)
+            say("unlock \(passcode): ok (state \(device.state))")
+        } catch {
+            var line = "unlock \(passcode): \(error.code.rawValue), \(device.failedPasscodeAttempts) failed"
+            if let next = device.nextPasscodeAttemptAllowed {
+                line += "; next attempt in \(format(clock.now.duration(to: next)))"
+            }
+            say(line)
+            throw error
+        }
+    }
+
+    private func failure(of body: () throws(DataProtectionError) -> Void) -> DataProtectionError? {
+        do {
+            try body()
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    private func section(_ title: String) { print("\n\(title)") }
+    private func say(_ line: String) { print("   \(line)") }
+
+    private func show(_ device: Device) {
+        let available = ProtectionClass.allCases.filter { device.isAvailable($0) }.map(\.rawValue)
+        let unavailable = ProtectionClass.allCases.filter { !device.isAvailable($0) }.map(\.rawValue)
+        say("state: \(device.state); isProtectedDataAvailable: \(device.isProtectedDataAvailable)")
+        say("available:   \(available.isEmpty ? "-" : available.joined(separator: ", "))")
+        say("unavailable: \(unavailable.isEmpty ? "-" : unavailable.joined(separator: ", "))")
+    }
+
+    private func format(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        let milliseconds = Double(seconds) * 1000 + Double(attoseconds) / 1e15
+        if milliseconds >= 60_000 { return "\(Int(milliseconds / 60_000)) min" }
+        if milliseconds >= 1000 { return "\(Int(milliseconds / 1000)) s" }
+        if milliseconds >= 1 { return String(format: "%.1f ms", milliseconds) }
+        return String(format: "%.0f µs", milliseconds * 1000)
+    }
+}
+
+/// Notifications collected by a synchronous observer.
+private final class EventLog: Sendable {
+    private let events = Mutex<[DeviceNotification]>([])
+    func append(_ event: DeviceNotification) { events.withLock { $0.append(event) } }
+    func drain() -> String {
+        events.withLock { events in
+            defer { events.removeAll() }
+            return events.isEmpty ? "none" : events.map(\.rawValue).joined(separator: ", ")
+        }
+    }
+}
