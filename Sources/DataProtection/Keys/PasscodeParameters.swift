@@ -39,21 +39,17 @@ public enum PasscodeCost: Sendable, Hashable {
         }
     }
 
-    /// One timed run at 3 passes over 64 MiB, then memory scaled linearly to the target:
-    /// Argon2id's cost is proportional to passes × memory.
+    /// Three timed runs at 3 passes over 64 MiB, the fastest kept (a busy
+    /// machine only ever slows a run down), then memory scaled linearly to the
+    /// target: Argon2id's cost is proportional to passes × memory.
     static func calibrate(target: Duration) throws(DataProtectionError) -> (operations: UInt64, memory: UInt64) {
         let operations: UInt64 = 3
         let probeMemory: UInt64 = 64 << 20
-        let probe = SecureBytes(copyingUTF8: "calibration")
-        let salt = Data(count: Argon2id.saltByteCount)
-        let clock = ContinuousClock()
-        let start = clock.now
-        do {
-            _ = try Argon2id.deriveKey(passcode: probe, salt: salt, operations: operations, memory: probeMemory)
-        } catch {
-            throw DataProtectionError(.ioFailure, "Argon2id calibration failed: \(error).", hint: "Free some memory and try again.")
+        var fastest = Duration.seconds(3600)
+        for _ in 0..<3 {
+            fastest = min(fastest, try measureDerivation(operations: operations, memoryBytes: probeMemory))
         }
-        let elapsed = max(Double((clock.now - start).nanoseconds), 1)
+        let elapsed = max(Double(fastest.nanoseconds), 1)
         let scaled = Double(probeMemory) * Double(target.nanoseconds) / elapsed
         let mebibyte = Double(1 << 20)
         let clamped = min(max(scaled, 16 * mebibyte), 1024 * mebibyte)

@@ -5,7 +5,7 @@ extension PasscodeCost {
     /// Times one Argon2id derivation with the given parameters on this machine
     /// (used by `dpctl demo` and the benchmarks to split unlock time into the
     /// KDF and the rest).
-    package static func measureDerivation(operations: UInt64, memoryBytes: UInt64) throws(DataProtectionError) -> Duration {
+    public static func measureDerivation(operations: UInt64, memoryBytes: UInt64) throws(DataProtectionError) -> Duration {
         let passcode = SecureBytes(copyingUTF8: "timing")
         let clock = ContinuousClock()
         let start = clock.now
