@@ -7,6 +7,7 @@ extension Device {
     /// Argon2id parameters come from ``DeviceConfiguration/passcodeCost``
     /// (calibrated by default). Class keys are rewrapped; no file is re-encrypted.
     public func setPasscode(_ newPasscode: String) throws(DataProtectionError) {
+        let new = try validated(newPasscode)
         transition.lock()
         defer { transition.unlock() }
         expireDue()
@@ -14,19 +15,20 @@ extension Device {
         guard !hasPasscode else {
             throw .invalidArgument("A passcode is already set.", hint: "Use changePasscode(from:to:) to replace it.")
         }
-        try rewrap(newPasscode: try validated(newPasscode))
+        try rewrap(newPasscode: new, parameters: try configuration.passcodeCost.parameters())
     }
 
     /// Replaces the passcode. `oldPasscode` is checked as an attempt (delays,
     /// counting and erase apply). Needs the device unlocked.
     public func changePasscode(from oldPasscode: String, to newPasscode: String) throws(DataProtectionError) {
+        let new = try validated(newPasscode)
         transition.lock()
         defer { transition.unlock() }
         expireDue()
         try requireUnlocked()
-        let new = try validated(newPasscode)
         try verifyPasscode(SecureBytes(copyingUTF8: oldPasscode)).values.forEach { $0.wipe() }
-        try rewrap(newPasscode: new)
+        // Calibration (a few hundred ms) runs after the check, so a wrong old passcode costs nothing more.
+        try rewrap(newPasscode: new, parameters: try configuration.passcodeCost.parameters())
     }
 
     /// Removes the passcode. `oldPasscode` is checked as an attempt. Needs the device unlocked.
@@ -36,7 +38,7 @@ extension Device {
         expireDue()
         try requireUnlocked()
         try verifyPasscode(SecureBytes(copyingUTF8: oldPasscode)).values.forEach { $0.wipe() }
-        try rewrap(newPasscode: nil)
+        try rewrap(newPasscode: nil, parameters: .none)
     }
 
     private func requireUnlocked() throws(DataProtectionError) {
@@ -55,8 +57,7 @@ extension Device {
 
     /// Rewraps the passcode-class keys under a new passcode key (or the
     /// no-passcode key) and writes the keybag atomically.
-    private func rewrap(newPasscode: SecureBytes?) throws(DataProtectionError) {
-        let parameters = newPasscode == nil ? PasscodeParameters.none : try configuration.passcodeCost.parameters()
+    private func rewrap(newPasscode: SecureBytes?, parameters: PasscodeParameters) throws(DataProtectionError) {
         let wrappingKey = try hierarchy.passcodeKey(passcode: newPasscode ?? SecureBytes(count: 0), parameters: parameters)
         let (keybag, sealKey) = try core.withLock { core throws(DataProtectionError) -> (Keybag, SecureBytes) in
             var keybag = core.keybag
@@ -69,9 +70,16 @@ extension Device {
             }
             return (keybag, core.sealKey)
         }
-        try files.writeKeybag(keybag, sealKey: sealKey)
+        do {
+            try files.writeKeybag(keybag, sealKey: sealKey)
+        } catch {
+            // The write may have failed after its rename (directory fsync): keep memory
+            // in step with whatever keybag the disk now holds.
+            if let onDisk = try? files.readKeybag(sealKey: sealKey) { core.withLock { $0.keybag = onDisk } }
+            throw error
+        }
         core.withLock { $0.keybag = keybag }
-        logger.debug("passcode changed", metadata: ["passcode": "\(newPasscode == nil ? "removed" : "set")"])
+        logger.debug("passcode changed", metadata: ["action": "\(newPasscode == nil ? "removed" : "set")"])
     }
 
     /// When the next attempt is allowed after `record`; `nil` if no delay applies.
@@ -83,12 +91,15 @@ extension Device {
 
     /// Checks `passcode` as one attempt and returns the passcode-class keys.
     ///
-    /// Inside a delay: `passcodeAttemptsDelayed`, not counted. Wrong: counted
-    /// (unless it repeats the previous counted wrong passcode), persisted before
-    /// the error is returned, and may erase the device. Right: the count resets.
+    /// Inside a delay: `passcodeAttemptsDelayed`, not counted. Otherwise the
+    /// attempt is counted on disk *before* the check, so a process killed during
+    /// the check has spent it. Wrong: stays counted (unless it repeats the
+    /// previous counted wrong passcode, which is given back), and may erase the
+    /// device. Right: the count resets.
     func verifyPasscode(_ passcode: SecureBytes) throws(DataProtectionError) -> [KeybagSlot: SecureBytes] {
+        if let broken = core.withLock({ $0.needsReboot }) { throw broken }
         let now = clock.now
-        let (record, keybag) = core.withLock { ($0.attempts, $0.keybag) }
+        let record = try loadAttempts(now: now)
         if let allowed = Self.nextAttempt(after: record), now < allowed {
             let wait = now.duration(to: allowed)
             throw DataProtectionError(
@@ -96,53 +107,63 @@ extension Device {
                 "Too many failed passcode attempts (\(record.failures)): try again in \(wait.formattedForHumans).",
                 hint: "Wait until the delay has passed.", retryAfter: wait)
         }
-        var keys: [KeybagSlot: SecureBytes] = [:]
-        // Without a passcode only the empty passcode is right.
-        if keybag.passcode != .none || passcode.count == 0 {
-            let wrappingKey = try hierarchy.passcodeKey(passcode: passcode, parameters: keybag.passcode)
-            for slot in KeybagSlot.allCases where slot.isPasscodeWrapped {
-                guard let key = keybag.unwrap(slot, with: wrappingKey) else { break }
+        var pending = record
+        pending.failures += 1
+        pending.lastFailure = now
+        try storeAttempts(pending)
+
+        let keybag = core.withLock { $0.keybag }
+        // Without a passcode only the empty passcode is right: nothing to derive otherwise.
+        let wrappingKey = keybag.passcode != .none || passcode.count == 0
+            ? try hierarchy.passcodeKey(passcode: passcode, parameters: keybag.passcode) : nil
+        if let wrappingKey, let complete = keybag.unwrap(.complete, with: wrappingKey) {
+            var keys: [KeybagSlot: SecureBytes] = [.complete: complete]
+            for slot in KeybagSlot.allCases where slot.isPasscodeWrapped && slot != .complete {
+                guard let key = keybag.unwrap(slot, with: wrappingKey) else {
+                    keys.values.forEach { $0.wipe() }
+                    throw .integrity("The keybag unwraps the class A key but not the \(slot.protectionClass!) key: it is corrupt.")
+                }
                 keys[slot] = key
             }
+            try storeAttempts(AttemptRecord())
+            return keys
         }
-        guard keys[.complete] != nil else {
-            keys.values.forEach { $0.wipe() }
-            try recordFailure(passcode, record: record, now: now)
-        }
-        guard keys.count == 4 else {
-            keys.values.forEach { $0.wipe() }
-            throw .integrity("The keybag unwraps the class A key but not every other class key: it is corrupt.")
-        }
-        if record != AttemptRecord() {
-            let counterKey = core.withLock { $0.counterKey }
-            try files.writeAttempts(AttemptRecord(), macKey: counterKey)
-            core.withLock { $0.attempts = AttemptRecord() }
-        }
-        return keys
-    }
-
-    private func recordFailure(_ passcode: SecureBytes, record: AttemptRecord, now: DeviceInstant) throws(DataProtectionError) -> Never {
-        let counterKey = core.withLock { $0.counterKey }
-        let fingerprint = hierarchy.passcodeFingerprint(passcode, counterKey: counterKey)
+        let fingerprint = hierarchy.passcodeFingerprint(wrappingKey.map { .derivedKey($0) } ?? .passcode(passcode))
         if let previous = record.lastFailedFingerprint, ConstantTime.equals(previous, fingerprint) {
+            try storeAttempts(record)
             throw DataProtectionError(.incorrectPasscode, "Incorrect passcode (a repeat of the previous attempt: not counted again).")
         }
-        var updated = record
-        updated.failures += 1
-        updated.lastFailure = now
-        updated.lastFailedFingerprint = fingerprint
-        // Persist before answering: a failure that could not be recorded is not allowed to count as nothing.
-        try files.writeAttempts(updated, macKey: counterKey)
-        core.withLock { $0.attempts = updated }
-        logger.debug("passcode attempt failed", metadata: ["failures": "\(updated.failures)"])
-        if let limit = configuration.eraseAfterFailedAttempts, Int(updated.failures) >= limit {
+        pending.lastFailedFingerprint = fingerprint
+        try storeAttempts(pending)
+        logger.debug("passcode attempt failed", metadata: ["failures": "\(pending.failures)"])
+        if let limit = configuration.eraseAfterFailedAttempts, Int(pending.failures) >= limit {
             try eraseLocked()
-            throw DataProtectionError(.deviceErased, "\(updated.failures) failed passcode attempts: the device was erased.")
+            throw DataProtectionError(.deviceErased, "\(pending.failures) failed passcode attempts: the device was erased.")
         }
-        let delay = PasscodePolicy.delay(afterFailures: Int(updated.failures))
+        let delay = PasscodePolicy.delay(afterFailures: Int(pending.failures))
         throw DataProtectionError(
-            .incorrectPasscode, "Incorrect passcode (\(updated.failures) consecutive failed attempts).",
+            .incorrectPasscode, "Incorrect passcode (\(pending.failures) consecutive failed attempts).",
             hint: delay > .zero ? "The next attempt is allowed in \(delay.formattedForHumans)." : nil)
+    }
+
+    /// The attempt record as stored: the file is authoritative (another process may
+    /// have counted attempts); a missing or forged file means the longest delay.
+    private func loadAttempts(now: DeviceInstant) throws(DataProtectionError) -> AttemptRecord {
+        let counterKey = core.withLock { $0.counterKey }
+        if let stored = try files.readAttempts(macKey: counterKey) {
+            core.withLock { $0.attempts = stored }
+            return stored
+        }
+        logger.warning("the passcode attempt counter is missing or does not authenticate; applying the longest delay")
+        let punitive = AttemptRecord.punitive(at: now)
+        try storeAttempts(punitive)
+        return punitive
+    }
+
+    private func storeAttempts(_ record: AttemptRecord) throws(DataProtectionError) {
+        let counterKey = core.withLock { $0.counterKey }
+        try files.writeAttempts(record, macKey: counterKey)
+        core.withLock { $0.attempts = record }
     }
 }
 

@@ -39,10 +39,15 @@ public final class Device: Sendable {
         var keybag: Keybag
         var keys = ClassKeyring()
         var attempts: AttemptRecord
-        var lockedAt: DeviceInstant?
         /// When each slot's key is to be discarded (set by `lock`, cleared by `unlock`).
         var deadlines: [KeybagSlot: DeviceInstant] = [:]
         var wakes: [ClockWakeToken] = []
+        /// Bumped by every lock and unlock, so that an expiry racing an observer's
+        /// unlock (or a lock racing an observer's unlock) does not act on a stale state.
+        var generation: UInt64 = 0
+        /// Set when a restart or erase failed half-way: memory no longer matches
+        /// the disk, so nothing may be unlocked until a successful reboot.
+        var needsReboot: DataProtectionError?
     }
 
     /// Opens (or creates) the device in `directory` and boots it.
@@ -67,8 +72,8 @@ public final class Device: Sendable {
         self.directory = URL(fileURLWithPath: directory.string, isDirectory: true)
         let files = DeviceFiles(directory: directory, fileSystem: fileSystem)
         try files.prepareDirectory()
-        let hasEffaceableKey = try files.readEffaceableKey() != nil
-        let hasKeybag = try files.keybagExists()
+        let hasEffaceableKey = try files.exists(files.effaceable)
+        let hasKeybag = try files.exists(files.keybag)
         let fresh = !hasEffaceableKey && !hasKeybag
         let deviceKey = try FileDeviceKey.load(at: files.uid, fileSystem: fileSystem, create: fresh)
         let hierarchy = KeyHierarchy(deviceKey: deviceKey)
@@ -82,6 +87,9 @@ public final class Device: Sendable {
         core.withLock { core in
             core.wakes.forEach { $0.cancel() }
             core.keys.discardAll()
+        }
+        subscribers.withLock { subscribers in
+            subscribers.streams.values.forEach { $0.finish() }
         }
     }
 
@@ -99,7 +107,7 @@ public final class Device: Sendable {
     /// Whether an existing, closed file of `protectionClass` can be opened now.
     public func isAvailable(_ protectionClass: ProtectionClass) -> Bool {
         expireDue()
-        return classKey(for: protectionClass) != nil
+        return hasClassKey(for: protectionClass)
     }
 
     /// Whether a passcode is set.
@@ -147,11 +155,15 @@ public final class Device: Sendable {
         expireDue()
         let keys = try verifyPasscode(SecureBytes(copyingUTF8: passcode ?? ""))
         let wasUnlocked = core.withLock { core in
-            for (slot, key) in keys { core.keys.install(key, in: slot) }
+            // Keys still in memory (already unlocked, or inside the grace period) stay
+            // as they are: a caller may be using them.
+            for (slot, key) in keys {
+                if core.keys.key(slot) == nil { core.keys.install(key, in: slot) } else { key.wipe() }
+            }
             core.deadlines.removeAll()
             core.wakes.forEach { $0.cancel() }
             core.wakes.removeAll()
-            core.lockedAt = nil
+            core.generation &+= 1
             defer { core.state = .unlocked }
             return core.state == .unlocked
         }
@@ -172,67 +184,108 @@ public final class Device: Sendable {
         defer { transition.unlock() }
         expireDue()
         let now = clock.now
-        let locked = core.withLock { core in
-            guard core.state == .unlocked else { return false }
+        let generation: UInt64? = core.withLock { core in
+            guard core.state == .unlocked else { return nil }
             core.state = .locked
-            core.lockedAt = now
-            return true
+            core.generation &+= 1
+            return core.generation
         }
-        guard locked else { return }
+        guard let generation else { return }
         logger.debug("device locked")
         post(.protectedDataWillBecomeUnavailable)
         let grace = now + configuration.gracePeriod
         let inactivity = now + configuration.inactivityPeriod
-        core.withLock { core in
+        let stillLocked = core.withLock { core in
+            // An observer may have unlocked again: then this lock is over.
+            guard core.generation == generation else { return false }
             core.deadlines = [.complete: grace, .completeUnlessOpenSecret: grace, .completeWhenUserInactive: inactivity]
-            for deadline in Set([grace, inactivity]) {
-                core.wakes.append(clock.wake(at: deadline) { [weak self] in self?.expireDue() })
-            }
+            return true
         }
+        guard stillLocked else { return }
         expireDue()
     }
 
     // MARK: - Expiry
 
     /// Discards every key whose deadline has passed, after letting lifecycle
-    /// observers (open handles) flush with the key still present.
+    /// observers (open handles) flush with the key still present, and arms a
+    /// wake-up for the next deadline.
     func expireDue() {
         transition.lock()
         defer { transition.unlock() }
         let now = clock.now
         while true {
-            let due: (DeviceInstant, [KeybagSlot])? = core.withLock { core in
+            // Take the due slots out of `deadlines` first: an observer that queries the
+            // device re-enters here and must find nothing left to do.
+            let due: (slots: [KeybagSlot], generation: UInt64)? = core.withLock { core in
                 guard let first = core.deadlines.values.filter({ $0 <= now }).min() else { return nil }
-                return (first, core.deadlines.filter { $0.value == first }.map(\.key))
+                let slots = core.deadlines.filter { $0.value == first }.map(\.key)
+                for slot in slots { core.deadlines.removeValue(forKey: slot) }
+                return (slots, core.generation)
             }
-            guard let (_, slots) = due else { return }
-            let classes = Set(slots.compactMap(\.protectionClass))
+            guard let due else { break }
+            let classes = Set(due.slots.compactMap(\.protectionClass))
             for observer in lifecycleObservers() {
                 observer.deviceWillDiscardKeys(of: classes)
             }
-            core.withLock { core in
-                core.keys.discard(slots)
-                for slot in slots { core.deadlines.removeValue(forKey: slot) }
+            let discarded = core.withLock { core in
+                // An observer that unlocked the device keeps the keys.
+                guard core.generation == due.generation else { return false }
+                core.keys.discard(due.slots)
+                return true
             }
-            logger.debug("class keys discarded", metadata: ["classes": "\(classes.map(\.rawValue).sorted())"])
+            if discarded {
+                logger.debug("class keys discarded", metadata: ["classes": "\(classes.map(\.rawValue).sorted())"])
+            }
+        }
+        armNextWake()
+    }
+
+    /// Schedules one wake-up at the earliest pending deadline (re-armed after
+    /// every expiry, so a wake that fires early is never lost).
+    private func armNextWake() {
+        core.withLock { core in
+            core.wakes.forEach { $0.cancel() }
+            core.wakes.removeAll()
+            guard let next = core.deadlines.values.min() else { return }
+            core.wakes.append(clock.wake(at: next) { [weak self] in self?.expireDue() })
         }
     }
 
-    /// The class key (for class B: the secret key) if it is in memory and not past its deadline.
-    package func classKey(for protectionClass: ProtectionClass) -> SecureBytes? {
+    /// Runs `body` with the class key (for class B: the secret key) if it is in
+    /// memory and not past its deadline; returns `nil` without calling `body` otherwise.
+    ///
+    /// The key cannot be wiped while `body` runs. `body` must be short and must not
+    /// call back into the device.
+    package func withClassKey<R>(
+        for protectionClass: ProtectionClass, _ body: (SecureBytes) throws(DataProtectionError) -> R
+    ) throws(DataProtectionError) -> R? {
         let now = clock.now
         let slot = KeybagSlot(protectionClass)
-        return core.withLock { core in
+        return try core.withLock { core throws(DataProtectionError) -> R? in
             if let deadline = core.deadlines[slot], deadline <= now { return nil }
-            return core.keys.key(slot)
+            guard let key = core.keys.key(slot) else { return nil }
+            return try body(key)
         }
+    }
+
+    /// Whether the class key is in memory and not past its deadline.
+    func hasClassKey(for protectionClass: ProtectionClass) -> Bool {
+        (try? withClassKey(for: protectionClass) { _ in true }) == true
     }
 
     /// The class B public key: always available.
     package var classBPublicKey: Data { core.withLock { $0.keybag.classBPublicKey } }
 
-    /// The store's metadata (file-name) key: available from boot.
-    package var metadataKey: SecureBytes? { core.withLock { $0.keys.key(.metadata) } }
+    /// Runs `body` with the store's metadata (file-name) key, available from boot.
+    package func withMetadataKey<R>(_ body: (SecureBytes) throws(DataProtectionError) -> R) throws(DataProtectionError) -> R {
+        try core.withLock { core throws(DataProtectionError) -> R in
+            guard let key = core.keys.key(.metadata) else {
+                throw core.needsReboot ?? .integrity("The metadata key is not in memory.")
+            }
+            return try body(key)
+        }
+    }
 
     /// A fingerprint of a slot's key in memory (tests only: shows keys survive rewraps).
     package func keyFingerprint(_ slot: KeybagSlot) -> Data? {
@@ -293,7 +346,12 @@ public final class Device: Sendable {
             core.keys.discardAll()
             core.state = .booted
         }
-        let fresh = try make()
-        core.withLock { $0 = fresh }
+        do {
+            let fresh = try make()
+            core.withLock { $0 = fresh }
+        } catch {
+            core.withLock { $0.needsReboot = error }
+            throw error
+        }
     }
 }

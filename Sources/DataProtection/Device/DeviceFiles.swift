@@ -51,8 +51,8 @@ struct DeviceFiles: Sendable {
         try fileSystem.synchronizeDirectory(at: directory)
     }
 
-    func keybagExists() throws(DataProtectionError) -> Bool {
-        try fileSystem.readFile(at: keybag) != nil
+    func exists(_ path: FilePath) throws(DataProtectionError) -> Bool {
+        try fileSystem.readFile(at: path) != nil
     }
 
     func readKeybag(sealKey: SecureBytes) throws(DataProtectionError) -> Keybag {

@@ -25,22 +25,27 @@ public enum ProtectionClass: String, Sendable, Hashable, CaseIterable, Codable, 
     /// Whether the class key depends on the passcode (every class but ``none``).
     public var requiresPasscodeKey: Bool { self != .none }
 
-    /// The class for a Foundation protection type; `nil` for a type Foundation adds later.
+    /// The class for a Foundation protection type; `nil` for a type this library does not know.
     public init?(_ type: FileProtectionType) {
-        // Raw values are "NSFileProtection" + the class name with a capital first letter.
-        let prefix = "NSFileProtection"
-        guard type.rawValue.hasPrefix(prefix),
-              let known = ProtectionClass(rawValue: String(type.rawValue.dropFirst(prefix.count)).lowercasedFirst)
-        else { return nil }
-        self = known
+        switch type.rawValue {
+        case "NSFileProtectionComplete": self = .complete
+        case "NSFileProtectionCompleteUnlessOpen": self = .completeUnlessOpen
+        case "NSFileProtectionCompleteUntilFirstUserAuthentication": self = .completeUntilFirstUserAuthentication
+        case "NSFileProtectionCompleteWhenUserInactive": self = .completeWhenUserInactive
+        case "NSFileProtectionNone": self = .none
+        default: return nil
+        }
     }
 
-    /// The Foundation protection type.
+    /// The Foundation protection type (Linux Foundation lacks a constant for
+    /// `completeWhenUserInactive`; its raw value is Apple's).
     public var fileProtectionType: FileProtectionType {
-        FileProtectionType(rawValue: "NSFileProtection" + rawValue.prefix(1).uppercased() + rawValue.dropFirst())
+        switch self {
+        case .complete: .complete
+        case .completeUnlessOpen: .completeUnlessOpen
+        case .completeUntilFirstUserAuthentication: .completeUntilFirstUserAuthentication
+        case .completeWhenUserInactive: FileProtectionType(rawValue: "NSFileProtectionCompleteWhenUserInactive")
+        case .none: .none
+        }
     }
-}
-
-private extension String {
-    var lowercasedFirst: String { prefix(1).lowercased() + dropFirst() }
 }

@@ -17,7 +17,7 @@ package struct KeyHierarchy: Sendable {
         package static let noPasscode = "DataProtection v1 no-passcode wrap"
         /// Authenticates the failed-attempt counter.
         package static let attemptCounter = "DataProtection v1 attempt counter"
-        /// Fingerprints a failed passcode (to spot an immediate repeat), keyed by the counter key.
+        /// Keys the fingerprint of a failed attempt (to spot an immediate repeat).
         package static let passcodeFingerprint = "DataProtection v1 passcode fingerprint"
     }
 
@@ -59,8 +59,22 @@ package struct KeyHierarchy: Sendable {
         deviceKey.deriveKey(label: Label.attemptCounter, input: [])
     }
 
-    /// A keyed fingerprint of a failed passcode, stored to recognise an immediate repeat.
-    package func passcodeFingerprint(_ passcode: SecureBytes, counterKey: SecureBytes) -> Data {
-        BLAKE2b.mac(key: counterKey, [.label(Label.passcodeFingerprint), .data(Data([0])), .secret(passcode)])
+    /// What a failed attempt's fingerprint is computed over.
+    package enum FingerprintInput {
+        /// The passcode key derived (Argon2id, tangled) from the attempt: guessing
+        /// the stored wrong passcode costs as much as guessing the real one.
+        case derivedKey(SecureBytes)
+        /// The raw passcode, when nothing is derived (a passcode given to a device without one).
+        case passcode(SecureBytes)
+    }
+
+    /// A keyed fingerprint of a failed attempt, stored to recognise an immediate repeat:
+    /// `BLAKE2b-256(key: K_fingerprint, 0x01 || K_passcode)` or `(…, 0x02 || passcode)`.
+    package func passcodeFingerprint(_ input: FingerprintInput) -> Data {
+        let key = deviceKey.deriveKey(label: Label.passcodeFingerprint, input: [])
+        switch input {
+        case .derivedKey(let derived): return BLAKE2b.mac(key: key, [.data(Data([1])), .secret(derived)])
+        case .passcode(let passcode): return BLAKE2b.mac(key: key, [.data(Data([2])), .secret(passcode)])
+        }
     }
 }
