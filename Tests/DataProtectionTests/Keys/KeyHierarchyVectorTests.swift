@@ -1,0 +1,393 @@
+import Foundation
+import Testing
+@testable import DataProtection
+import SodiumBridge
+
+/// Runs the known-answer vectors of `Keys/vectors` (see `Keys/README.md`).
+///
+/// The vectors come from an independent implementation of `Keys/key-hierarchy.md`
+/// (`Keys/vectors/generate.py`); each is one test case, opened both by the
+/// parsers directly and by a `Device` booted from a device directory.
+@Suite("Key hierarchy vectors")
+struct KeyHierarchyVectorTests {
+    // MARK: - Keybag vectors
+
+    @Test("Keybag vector", arguments: VectorFile.names(in: .keybag))
+    func keybag(_ name: String) throws {
+        let vector = try VectorFile(name)
+        let expect = try vector.expectation()
+        let uid = try vector.hex("uid")
+        let effaceable = try vector.hex("effaceable")
+        let passcode = try vector.passcode()
+        try #require(uid.count == 32 && effaceable.count == 32, "uid and effaceable must be 32 bytes")
+
+        // The parser on its own.
+        let hierarchy = KeyHierarchy(deviceKey: FileDeviceKey(key: .vector(uid)))
+        let sealKey = hierarchy.sealKey(effaceable: .vector(effaceable))
+        var parsed: Keybag?
+        do throws(DataProtectionError) {
+            parsed = try Keybag.open(file: vector.payload, sealKey: sealKey)
+        } catch {
+            #expect(expect == .integrityFailure && error.code == .integrityFailure,
+                    "Keybag.open threw \(error); the vector expects \(expect)")
+        }
+        if expect != .integrityFailure {
+            let keybag = try #require(parsed, "Keybag.open must accept a keybag the vector calls sound")
+            try checkParameters(of: keybag, against: vector)
+            if expect == .success {
+                let publicKey = try vector.hex("class-b-public")
+                #expect(keybag.classBPublicKey == publicKey)
+                // Re-encoding the parsed body gives back the authenticated bytes.
+                let header = vector.payload.prefix(5)
+                let nonce = vector.payload.dropFirst(5).prefix(24)
+                let body = try XChaCha20Poly1305.open(
+                    Data(vector.payload.dropFirst(29)), using: sealKey, nonce: Data(nonce), authenticating: Data(header))
+                #expect(keybag.encodedBody() == body)
+            }
+        }
+
+        // A device booted from a directory holding the vector.
+        try withDeviceDirectory { directory in
+            try write(Data("DPUK".utf8) + [1] + uid, to: directory, "uid")
+            try write(Data("DPEF".utf8) + [1] + effaceable, to: directory, "effaceable")
+            try write(vector.payload, to: directory, "keybag")
+            try write(AttemptRecord().encoded(macKey: hierarchy.attemptCounterKey()), to: directory, "attempts")
+
+            let clock = VirtualClock()
+            let device: Device
+            do throws(DataProtectionError) {
+                device = try Device(directory: .init(directory.path), clock: clock,
+                                    configuration: DeviceConfiguration(passcodeCost: .minimal), fileSystem: PosixFileSystem())
+            } catch {
+                // Integrity failures may surface when the keybag is opened at boot.
+                #expect(expect == .integrityFailure && error.code == .integrityFailure,
+                        "booting threw \(error); the vector expects \(expect)")
+                return
+            }
+            #expect(parsed != nil, "Keybag.open refused the keybag, so booting must refuse it too")
+            #expect(device.state == .booted)
+            let expected = try expect == .success ? expectedKeys(vector) : [:]
+            if expect == .success {
+                // The device-only keys are in memory from boot, the passcode-class keys are not.
+                for slot in KeybagSlot.allCases {
+                    let fingerprint = slot.isPasscodeWrapped ? nil : BLAKE2b.hash([.secret(.vector(expected[slot]!))])
+                    #expect(device.keyFingerprint(slot) == fingerprint, "slot \(slot) before unlock")
+                }
+            }
+
+            do throws(DataProtectionError) {
+                try device.unlock(passcode: passcode)
+            } catch {
+                #expect(error.code == expect.code, "unlock threw \(error); the vector expects \(expect)")
+                #expect(device.state == .booted)
+                #expect(device.keyFingerprint(.complete) == nil)
+                if expect == .incorrectPasscode {
+                    try checkCountedFailure(vector, in: directory, device: device, clock: clock, hierarchy: hierarchy)
+                }
+                return
+            }
+            try #require(expect == .success, "unlock succeeded; the vector expects \(expect)")
+            #expect(device.state == .unlocked)
+            #expect(device.isProtectedDataAvailable)
+            #expect(device.failedPasscodeAttempts == 0)
+            for slot in KeybagSlot.allCases {
+                #expect(device.keyFingerprint(slot) == BLAKE2b.hash([.secret(.vector(expected[slot]!))]), "slot \(slot)")
+            }
+            let publicKey = try vector.hex("class-b-public")
+            #expect(device.classBPublicKey == publicKey)
+            #expect(X25519.publicKey(for: .vector(expected[.completeUnlessOpenSecret]!)) == publicKey,
+                    "the class B public key is X25519(secret, 9)")
+            let kdf = try vector.field("kdf")
+            #expect(device.hasPasscode == (kdf != "none"))
+        }
+    }
+
+    // MARK: - Attempt counter vectors
+
+    @Test("Attempt counter vector", arguments: VectorFile.names(in: .attempts))
+    func attempts(_ name: String) throws {
+        let vector = try VectorFile(name)
+        let expect = try vector.expectation()
+        try #require(expect != .incorrectPasscode, "attempt counter vectors expect success or integrityFailure")
+        let uid = try vector.hex("uid")
+        try #require(uid.count == 32, "uid must be 32 bytes")
+        let hierarchy = KeyHierarchy(deviceKey: FileDeviceKey(key: .vector(uid)))
+        let counterKey = hierarchy.attemptCounterKey()
+
+        // The parser on its own.
+        var expected: AttemptRecord?
+        if expect == .success {
+            let record = try AttemptRecord.decode(vector.payload, macKey: counterKey)
+            let failures = try #require(UInt32(try vector.field("failures")), "failures: a decimal UInt32")
+            let last = try vector.field("last-failure-ns")
+            let fingerprint = try vector.field("fingerprint")
+            let wanted = AttemptRecord(
+                failures: failures,
+                lastFailure: last == "none" ? nil : DeviceInstant(nanoseconds: try #require(Int64(last))),
+                lastFailedFingerprint: fingerprint == "none" ? nil : try VectorFile.data(hex: fingerprint))
+            #expect(record == wanted)
+            #expect(record.encoded(macKey: counterKey) == vector.payload, "the encoding is canonical")
+            if vector.fields["fingerprint-of-key"] != nil {
+                let key = try vector.hex("fingerprint-of-key")
+                #expect(hierarchy.passcodeFingerprint(.derivedKey(.vector(key))) == record.lastFailedFingerprint)
+            }
+            if vector.fields["fingerprint-of-passcode-hex"] != nil {
+                let passcode = try vector.hex("fingerprint-of-passcode-hex")
+                #expect(hierarchy.passcodeFingerprint(.passcode(.vector(passcode))) == record.lastFailedFingerprint)
+            }
+            expected = wanted
+        } else {
+            let error = #expect(throws: DataProtectionError.self) {
+                _ = try AttemptRecord.decode(vector.payload, macKey: counterKey)
+            }
+            #expect(error?.code == .integrityFailure)
+        }
+
+        // A device that boots with this counter: a record that does not
+        // authenticate is replaced by the punitive one (9 failures, from now).
+        try withDeviceDirectory { directory in
+            try write(Data("DPUK".utf8) + [1] + uid, to: directory, "uid")
+            let clock = VirtualClock(start: DeviceInstant(nanoseconds: 1_000_000_000_000_000_000))
+            let configuration = DeviceConfiguration(passcodeCost: .minimal)
+            _ = try Device(directory: .init(directory.path), clock: clock, configuration: configuration,
+                           fileSystem: PosixFileSystem())
+            try write(vector.payload, to: directory, "attempts")
+            let device = try Device(directory: .init(directory.path), clock: clock, configuration: configuration,
+                                    fileSystem: PosixFileSystem())
+            let stored = try AttemptRecord.decode(
+                try Data(contentsOf: directory.appendingPathComponent("attempts")), macKey: counterKey)
+            if let expected {
+                #expect(device.failedPasscodeAttempts == Int(expected.failures))
+                #expect(stored == expected, "a valid counter is kept as it is")
+            } else {
+                let punitive = AttemptRecord.punitive(at: clock.now)
+                #expect(punitive.failures == 9 && punitive.lastFailure == clock.now && punitive.lastFailedFingerprint == nil)
+                #expect(device.failedPasscodeAttempts == 9)
+                #expect(device.nextPasscodeAttemptAllowed == clock.now + .seconds(3600))
+                #expect(stored == punitive, "the punitive record is written back at boot")
+            }
+        }
+    }
+
+    // MARK: - The folder itself
+
+    /// A missing or emptied folder would make every parameterised test above pass vacuously.
+    @Test("Vector folders hold every class of vector")
+    func foldersAreComplete() throws {
+        let keybag = try VectorFile.names(in: .keybag).map { try VectorFile($0).expectation() }
+        #expect(keybag.count >= 20, "\(VectorFile.folder.path) holds \(keybag.count) keybag vectors")
+        for expectation in [Expectation.success, .incorrectPasscode, .integrityFailure] {
+            #expect(keybag.contains(expectation), "no keybag vector expects \(expectation)")
+        }
+        let attempts = try VectorFile.names(in: .attempts).map { try VectorFile($0).expectation() }
+        #expect(attempts.count >= 5, "\(VectorFile.folder.path)/attempts holds \(attempts.count) vectors")
+        #expect(attempts.contains(.success) && attempts.contains(.integrityFailure))
+    }
+
+    // MARK: - Helpers
+
+    /// After a wrong passcode: the counter on disk holds one failure, now, with
+    /// the vector's fingerprint; presenting the same passcode again is not counted.
+    private func checkCountedFailure(
+        _ vector: VectorFile, in directory: URL, device: Device, clock: VirtualClock, hierarchy: KeyHierarchy
+    ) throws {
+        let counterFile = directory.appendingPathComponent("attempts")
+        let counterKey = hierarchy.attemptCounterKey()
+        let stored = try AttemptRecord.decode(try Data(contentsOf: counterFile), macKey: counterKey)
+        let fingerprint = try vector.hex("failed-fingerprint")
+        #expect(stored == AttemptRecord(failures: 1, lastFailure: clock.now, lastFailedFingerprint: fingerprint))
+        #expect(device.failedPasscodeAttempts == 1)
+
+        let error = #expect(throws: DataProtectionError.self) { try device.unlock(passcode: try vector.passcode()) }
+        #expect(error?.code == .incorrectPasscode)
+        #expect(device.failedPasscodeAttempts == 1, "an immediate repeat is not counted again")
+        #expect(try AttemptRecord.decode(try Data(contentsOf: counterFile), macKey: counterKey) == stored)
+    }
+
+    private func checkParameters(of keybag: Keybag, against vector: VectorFile) throws {
+        switch try vector.field("kdf") {
+        case "none":
+            #expect(keybag.passcode == .none)
+        case "argon2id":
+            let salt = try vector.hex("argon2id-salt")
+            let operations = try #require(UInt64(try vector.field("argon2id-ops")))
+            let memory = try #require(UInt64(try vector.field("argon2id-mem")))
+            #expect(keybag.passcode == .argon2id(salt: salt, operations: operations, memory: memory))
+        case let other:
+            Issue.record("unknown kdf \(other)")
+        }
+    }
+
+    private func expectedKeys(_ vector: VectorFile) throws -> [KeybagSlot: Data] {
+        var keys: [KeybagSlot: Data] = [:]
+        for slot in KeybagSlot.allCases {
+            let key = try vector.hex(Self.slotField(slot))
+            try #require(key.count == 32, "\(Self.slotField(slot)) must be 32 bytes")
+            keys[slot] = key
+        }
+        return keys
+    }
+
+    /// The header field holding a slot's expected key.
+    private static func slotField(_ slot: KeybagSlot) -> String {
+        switch slot {
+        case .complete: "key-complete"
+        case .completeUnlessOpenSecret: "key-complete-unless-open-secret"
+        case .completeUntilFirstUserAuthentication: "key-until-first-auth"
+        case .completeWhenUserInactive: "key-when-inactive"
+        case .none: "key-none"
+        case .metadata: "key-metadata"
+        }
+    }
+
+    private func withDeviceDirectory(_ body: (URL) throws -> Void) throws {
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("dp-vector-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try body(directory)
+    }
+
+    private func write(_ data: Data, to directory: URL, _ name: String) throws {
+        try data.write(to: directory.appendingPathComponent(name))
+    }
+}
+
+/// What a vector expects.
+fileprivate enum Expectation: String, Sendable, CustomStringConvertible {
+    case success
+    case incorrectPasscode
+    case integrityFailure
+
+    /// The error code a failure vector expects.
+    var code: DataProtectionError.Code? {
+        switch self {
+        case .success: nil
+        case .incorrectPasscode: .incorrectPasscode
+        case .integrityFailure: .integrityFailure
+        }
+    }
+
+    var description: String { rawValue }
+}
+
+/// One vector file: `key: value` lines, an empty line, then the payload bytes.
+fileprivate struct VectorFile {
+    enum Kind {
+        case keybag
+        case attempts
+    }
+
+    struct FormatError: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// `name` relative to ``folder`` (`wrong_passcode`, `attempts/zero`).
+    let name: String
+    let fields: [String: String]
+    let payload: Data
+
+    /// `Keys/vectors`, found by walking up from this file to the package root.
+    static let folder: URL = {
+        var directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        while directory.path != "/" {
+            if FileManager.default.fileExists(atPath: directory.appendingPathComponent("Package.swift").path) {
+                return directory.appendingPathComponent("Keys/vectors", isDirectory: true)
+            }
+            directory.deleteLastPathComponent()
+        }
+        return URL(fileURLWithPath: "/nonexistent/Keys/vectors")
+    }()
+
+    /// The vector files of `kind`: regular files whose names have no `.`
+    /// (so `generate.py` and notes are skipped), sorted.
+    static func names(in kind: Kind) -> [String] {
+        let subfolder = kind == .keybag ? "" : "attempts/"
+        let directory = folder.appendingPathComponent(subfolder)
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        return entries.filter { entry in
+            var isDirectory: ObjCBool = false
+            let exists = FileManager.default.fileExists(atPath: directory.appendingPathComponent(entry).path, isDirectory: &isDirectory)
+            return exists && !isDirectory.boolValue && !entry.contains(".")
+        }.sorted().map { subfolder + $0 }
+    }
+
+    init(_ name: String) throws {
+        self.name = name
+        let contents = try Data(contentsOf: Self.folder.appendingPathComponent(name))
+        guard let end = contents.range(of: Data("\n\n".utf8)) else {
+            throw FormatError(description: "\(name): no empty line ends the header")
+        }
+        guard let header = String(data: contents[..<end.lowerBound], encoding: .utf8) else {
+            throw FormatError(description: "\(name): the header is not UTF-8")
+        }
+        var fields: [String: String] = [:]
+        for line in header.split(separator: "\n", omittingEmptySubsequences: false) {
+            guard let colon = line.firstIndex(of: ":") else {
+                throw FormatError(description: "\(name): header line without a colon: \(line)")
+            }
+            let key = String(line[..<colon])
+            guard fields[key] == nil else { throw FormatError(description: "\(name): field \(key) appears twice") }
+            fields[key] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        self.fields = fields
+        self.payload = Data(contents[end.upperBound...])
+    }
+
+    func field(_ key: String) throws -> String {
+        guard let value = fields[key] else { throw FormatError(description: "\(name): no \(key) field") }
+        return value
+    }
+
+    func hex(_ key: String) throws -> Data {
+        try Self.data(hex: try field(key))
+    }
+
+    func expectation() throws -> Expectation {
+        let value = try field("expect")
+        guard let expectation = Expectation(rawValue: value) else {
+            throw FormatError(description: "\(name): unknown expect: \(value)")
+        }
+        return expectation
+    }
+
+    /// The passcode to unlock with; `nil` (a bare unlock) for the empty passcode.
+    func passcode() throws -> String? {
+        if let text = fields["passcode"] {
+            guard fields["passcode-hex"] == nil else { throw FormatError(description: "\(name): two passcode fields") }
+            return text.isEmpty ? nil : text
+        }
+        guard let text = String(data: try hex("passcode-hex"), encoding: .utf8) else {
+            throw FormatError(description: "\(name): passcode-hex is not UTF-8")
+        }
+        return text.isEmpty ? nil : text
+    }
+
+    static func data(hex: String) throws -> Data {
+        let digits = Array(hex.utf8)
+        guard digits.count.isMultiple(of: 2) else { throw FormatError(description: "odd-length hex: \(hex)") }
+        var data = Data(capacity: digits.count / 2)
+        for index in stride(from: 0, to: digits.count, by: 2) {
+            guard let high = Self.nibble(digits[index]), let low = Self.nibble(digits[index + 1]) else {
+                throw FormatError(description: "not hex: \(hex)")
+            }
+            data.append(high << 4 | low)
+        }
+        return data
+    }
+
+    private static func nibble(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+        default: nil
+        }
+    }
+}
+
+extension SecureBytes {
+    /// Secret bytes from a vector's (public) test data.
+    fileprivate static func vector(_ data: Data) -> SecureBytes {
+        SecureBytes(count: data.count) { $0.copyBytes(from: data) }
+    }
+}
