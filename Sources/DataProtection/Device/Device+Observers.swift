@@ -29,6 +29,8 @@ package protocol DeviceLifecycleObserver: AnyObject, Sendable {
     func deviceWillRestart(flushing: Bool)
     /// The device is about to be erased.
     func deviceWillErase()
+    /// The device was erased and is fresh again (new keys).
+    func deviceDidErase()
 }
 
 struct Subscribers: Sendable {
@@ -98,4 +100,9 @@ extension Device {
         for observer in observers { observer(notification) }
         for stream in streams { stream.yield(notification) }
     }
+}
+
+extension DeviceLifecycleObserver {
+    /// Default: nothing to do after an erase.
+    package func deviceDidErase() {}
 }

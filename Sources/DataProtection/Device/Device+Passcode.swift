@@ -108,7 +108,7 @@ extension Device {
                 hint: "Wait until the delay has passed.", retryAfter: wait)
         }
         var pending = record
-        pending.failures += 1
+        pending.failures = record.failures == .max ? .max : record.failures + 1
         pending.lastFailure = now
         try storeAttempts(pending)
 
@@ -121,12 +121,24 @@ extension Device {
             for slot in KeybagSlot.allCases where slot.isPasscodeWrapped && slot != .complete {
                 guard let key = keybag.unwrap(slot, with: wrappingKey) else {
                     keys.values.forEach { $0.wipe() }
+                    try storeAttempts(record)  // the passcode was right: nothing to count
                     throw .integrity("The keybag unwraps the class A key but not the \(slot.protectionClass!) key: it is corrupt.")
                 }
                 keys[slot] = key
             }
+            // Class B files created while locked must be reopenable: the public half must match the secret.
+            guard X25519.publicKey(for: keys[.completeUnlessOpenSecret]!) == keybag.classBPublicKey else {
+                keys.values.forEach { $0.wipe() }
+                try storeAttempts(record)
+                throw .integrity("The keybag's class B public key does not match its secret key: it is corrupt.")
+            }
             try storeAttempts(AttemptRecord())
             return keys
+        }
+        if keybag.passcode == .none, passcode.count == 0 {
+            // The only right answer did not unwrap: the keybag is corrupt, not the attempt wrong.
+            try storeAttempts(record)
+            throw .integrity("The keybag's class keys do not unwrap without a passcode: it is corrupt.")
         }
         let fingerprint = hierarchy.passcodeFingerprint(wrappingKey.map { .derivedKey($0) } ?? .passcode(passcode))
         if let previous = record.lastFailedFingerprint, ConstantTime.equals(previous, fingerprint) {

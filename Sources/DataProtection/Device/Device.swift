@@ -335,6 +335,9 @@ public final class Device: Sendable {
             try Self.createFresh(files: files, hierarchy: hierarchy)
         }
         logger.debug("device erased")
+        for observer in lifecycleObservers() {
+            observer.deviceDidErase()
+        }
     }
 
     /// Wipes the current core's keys and installs a new one.

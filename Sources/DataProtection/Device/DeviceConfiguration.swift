@@ -1,3 +1,5 @@
+import SodiumBridge
+
 /// The tunable rules of a ``Device``.
 public struct DeviceConfiguration: Sendable, Hashable {
     /// How long class A and class B (secret) keys stay after `lock` (default 0 s;
@@ -30,8 +32,10 @@ public struct DeviceConfiguration: Sendable, Hashable {
             throw .invalidArgument("Erase after \(limit) failed attempts: the limit must be at least 1.")
         }
         if case .fixed(let operations, let memory) = passcodeCost {
-            guard operations >= 1, memory >= 8 * 1024, memory <= PasscodeParameters.maximumMemory else {
-                throw .invalidArgument("Argon2id needs at least 1 pass and between 8 KiB and 4 GiB of memory.")
+            guard operations >= Argon2id.minimumOperations, operations <= Argon2id.maximumOperations,
+                  memory >= Argon2id.minimumMemory, memory <= PasscodeParameters.maximumMemory else {
+                throw .invalidArgument(
+                    "Argon2id needs \(Argon2id.minimumOperations) to \(Argon2id.maximumOperations) passes and between 8 KiB and 4 GiB of memory.")
             }
         }
     }

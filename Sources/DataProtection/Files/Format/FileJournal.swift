@@ -1,0 +1,70 @@
+import Foundation
+import SodiumBridge
+
+/// The redo journal of one flush that overwrites existing chunk records.
+///
+/// Written beside the file (`<name>.j`) before any record is overwritten in
+/// place: after a crash, a complete journal is applied again (the flush
+/// happened), a torn one is discarded (the file was not yet touched).
+/// Layout: `Keys/file-format.md`, "Journal".
+struct FileJournal: Sendable {
+    static let magic = Data("DPFJ".utf8)
+    static let version: UInt8 = 1
+    static let suffix = ".j"
+
+    struct Entry: Sendable {
+        var index: UInt64
+        var record: Data
+    }
+
+    var fileID: Data
+    /// The header generation the journal applies on top of.
+    var baseGeneration: UInt64
+    var length: UInt64
+    var allocatedRecords: UInt64
+    var entries: [Entry]
+
+    func encoded(macKey: SecureBytes) -> Data {
+        var writer = ByteWriter(capacity: 64 + entries.reduce(0) { $0 + 12 + $1.record.count })
+        writer.append(Self.magic)
+        writer.append(Self.version)
+        writer.append(fileID)
+        writer.append(baseGeneration)
+        writer.append(length)
+        writer.append(allocatedRecords)
+        writer.append(UInt32(entries.count))
+        for entry in entries {
+            writer.append(entry.index)
+            writer.append(UInt32(entry.record.count))
+            writer.append(entry.record)
+        }
+        writer.append(BLAKE2b.mac(key: macKey, [.data(writer.data)]))
+        return writer.data
+    }
+
+    /// The journal, or `nil` when it is torn or does not belong to this file.
+    static func decode(_ data: Data, macKey: SecureBytes, fileID: Data) -> FileJournal? {
+        guard data.count > 32 else { return nil }
+        let body = Data(data.prefix(data.count - 32))
+        guard ConstantTime.equals(BLAKE2b.mac(key: macKey, [.data(body)]), Data(data.suffix(32))) else { return nil }
+        var reader = ByteReader(body, what: "journal")
+        do {
+            try reader.expect(ascii: "DPFJ")
+            guard try reader.uint8() == version else { return nil }
+            let id = try reader.bytes(16)
+            guard id == fileID else { return nil }
+            var journal = FileJournal(fileID: id, baseGeneration: try reader.uint64(), length: try reader.uint64(),
+                                      allocatedRecords: try reader.uint64(), entries: [])
+            let count = try reader.uint32()
+            for _ in 0..<count {
+                let index = try reader.uint64()
+                let size = try reader.uint32()
+                journal.entries.append(Entry(index: index, record: try reader.bytes(Int(size))))
+            }
+            try reader.expectEnd()
+            return journal
+        } catch {
+            return nil
+        }
+    }
+}

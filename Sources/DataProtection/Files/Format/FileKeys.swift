@@ -1,0 +1,128 @@
+import Foundation
+import SodiumBridge
+
+/// The keys of one open protected file, derived from its random per-file key.
+///
+/// Wiped as a whole when the class key is discarded (or the file is closed).
+final class FileKeys: Sendable {
+    enum Label {
+        static let chunks = "DataProtection v1 file chunks"
+        static let header = "DataProtection v1 file header"
+        static let classBWrap = "DataProtection v1 class B file wrap"
+    }
+
+    /// Seals chunk records.
+    let chunkKey: SecureBytes
+    /// Authenticates header slots and journals.
+    let macKey: SecureBytes
+    /// The per-file key itself (kept to rewrap it on a class change).
+    let fileKey: SecureBytes
+
+    init(fileKey: SecureBytes) {
+        self.fileKey = fileKey
+        chunkKey = BLAKE2b.deriveKey(key: fileKey, [.label(Label.chunks)])
+        macKey = BLAKE2b.deriveKey(key: fileKey, [.label(Label.header)])
+    }
+
+    /// A fresh random per-file key.
+    static func generate() -> FileKeys { FileKeys(fileKey: SecureBytes.random(count: 32)) }
+
+    func wipe() {
+        fileKey.wipe()
+        chunkKey.wipe()
+        macKey.wipe()
+    }
+
+    // MARK: - Wrapping with the class key
+
+    /// Wraps the file key into `header` for its class: with the class key, or for
+    /// class B with a key agreed between a fresh ephemeral key pair and the class B
+    /// public key (the ephemeral secret is wiped at once).
+    ///
+    /// - Throws: `protectedDataUnavailable` when the class key is not in memory.
+    func wrap(into header: inout FileHeader, device: Device) throws(DataProtectionError) {
+        header.wrapNonce = XChaCha20Poly1305.randomNonce()
+        if header.protectionClass == .completeUnlessOpen {
+            let (ephemeralPublic, ephemeralSecret) = X25519.generateKeyPair()
+            defer { ephemeralSecret.wipe() }
+            header.ephemeralPublicKey = ephemeralPublic
+            let classPublic = device.classBPublicKey
+            let wrappingKey = try Self.classBWrappingKey(secret: ephemeralSecret, peer: classPublic,
+                                                         ephemeralPublic: ephemeralPublic, classPublic: classPublic)
+            defer { wrappingKey.wipe() }
+            header.wrappedKey = try Self.seal(fileKey, with: wrappingKey, header: header)
+            return
+        }
+        header.ephemeralPublicKey = Data(count: 32)
+        let snapshot = header
+        guard let wrapped = try device.withClassKey(for: header.protectionClass, { classKey throws(DataProtectionError) in
+            try Self.seal(fileKey, with: classKey, header: snapshot)
+        }) else {
+            throw .unavailable("The \(header.protectionClass) class key is not available: the device is locked.")
+        }
+        header.wrappedKey = wrapped
+    }
+
+    /// Unwraps the file key of `header` and checks the header's MAC with it.
+    ///
+    /// - Throws: `protectedDataUnavailable` without the class key; `integrityFailure`
+    ///   when the wrap or the MAC does not authenticate.
+    static func unwrap(_ slot: FileHeader.UnverifiedSlot, device: Device) throws(DataProtectionError) -> FileKeys {
+        let header = slot.header
+        let fileKey: SecureBytes?
+        if header.protectionClass == .completeUnlessOpen {
+            let classPublic = device.classBPublicKey
+            fileKey = try device.withClassKey(for: .completeUnlessOpen) { secret throws(DataProtectionError) in
+                let wrappingKey = try classBWrappingKey(secret: secret, peer: header.ephemeralPublicKey,
+                                                        ephemeralPublic: header.ephemeralPublicKey, classPublic: classPublic)
+                defer { wrappingKey.wipe() }
+                return try open(header, with: wrappingKey)
+            } ?? nil
+            if fileKey == nil, !device.hasClassKey(for: .completeUnlessOpen) {
+                throw .unavailable("The completeUnlessOpen class key is not available: the device is locked.")
+            }
+        } else {
+            guard let unwrapped = try device.withClassKey(for: header.protectionClass, { classKey throws(DataProtectionError) in
+                try open(header, with: classKey)
+            }) else {
+                throw .unavailable("The \(header.protectionClass) class key is not available: the device is locked.")
+            }
+            fileKey = unwrapped
+        }
+        guard let fileKey else {
+            throw .integrity("The file's key does not unwrap: the header was tampered with or belongs to another device.")
+        }
+        let keys = FileKeys(fileKey: fileKey)
+        guard slot.verify(macKey: keys.macKey) else {
+            keys.wipe()
+            throw .integrity("The file header does not authenticate: it was tampered with.")
+        }
+        return keys
+    }
+
+    private static func classBWrappingKey(
+        secret: SecureBytes, peer: Data, ephemeralPublic: Data, classPublic: Data
+    ) throws(DataProtectionError) -> SecureBytes {
+        let shared: SecureBytes
+        do {
+            shared = try X25519.sharedSecret(secretKey: secret, publicKey: peer)
+        } catch {
+            throw .integrity("The file's ephemeral public key is invalid: the header was tampered with.")
+        }
+        defer { shared.wipe() }
+        return BLAKE2b.deriveKey(key: shared, [.label(Label.classBWrap), .data(Data([0])), .data(ephemeralPublic), .data(classPublic)])
+    }
+
+    private static func seal(_ fileKey: SecureBytes, with key: SecureBytes, header: FileHeader) throws(DataProtectionError) -> Data {
+        do {
+            return try XChaCha20Poly1305.seal(fileKey, using: key, nonce: header.wrapNonce, authenticating: header.wrapAssociatedData)
+        } catch {
+            throw .integrity("Could not wrap the file key: \(error).")
+        }
+    }
+
+    private static func open(_ header: FileHeader, with key: SecureBytes) throws(DataProtectionError) -> SecureBytes? {
+        try? XChaCha20Poly1305.openSecret(header.wrappedKey, using: key, nonce: header.wrapNonce,
+                                          authenticating: header.wrapAssociatedData)
+    }
+}

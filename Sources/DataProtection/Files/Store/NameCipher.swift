@@ -1,0 +1,65 @@
+import Foundation
+import SodiumBridge
+
+/// Encrypts file names deterministically (so lookups work) with the store's
+/// metadata key: a synthetic nonce `BLAKE2b-192(K_siv, directory id || name)`,
+/// then XChaCha20-Poly1305 under `K_name` with the directory id as associated
+/// data. The on-disk name is `base64url(nonce || ciphertext || tag)`, unpadded.
+///
+/// The same name in two directories encrypts differently, and an entry moved
+/// to another directory on disk no longer decrypts.
+enum NameCipher {
+    enum Label {
+        static let siv = "DataProtection v1 name siv"
+        static let name = "DataProtection v1 name"
+    }
+
+    static func encrypt(_ name: String, directoryID: Data, device: Device) throws(DataProtectionError) -> String {
+        let plaintext = Data(name.utf8)
+        return try device.withMetadataKey { metadataKey throws(DataProtectionError) -> String in
+            let sivKey = BLAKE2b.deriveKey(key: metadataKey, [.label(Label.siv)])
+            let nameKey = BLAKE2b.deriveKey(key: metadataKey, [.label(Label.name)])
+            let nonce = BLAKE2b.mac(byteCount: 24, key: sivKey, [.data(directoryID), .data(plaintext)])
+            do {
+                let sealed = try XChaCha20Poly1305.seal(plaintext, using: nameKey, nonce: nonce,
+                                                        authenticating: Data("DPNM".utf8) + directoryID)
+                return Base64URL.encode(nonce + sealed)
+            } catch {
+                throw .integrity("Could not encrypt a file name: \(error).")
+            }
+        }
+    }
+
+    /// The name, or `nil` if `encoded` is not a name of this directory under this key.
+    static func decrypt(_ encoded: String, directoryID: Data, device: Device) throws(DataProtectionError) -> String? {
+        guard let data = Base64URL.decode(encoded), data.count >= 40 else { return nil }
+        return try device.withMetadataKey { metadataKey throws(DataProtectionError) -> String? in
+            let sivKey = BLAKE2b.deriveKey(key: metadataKey, [.label(Label.siv)])
+            let nameKey = BLAKE2b.deriveKey(key: metadataKey, [.label(Label.name)])
+            let nonce = data.prefix(24)
+            guard let plaintext = try? XChaCha20Poly1305.open(Data(data.dropFirst(24)), using: nameKey, nonce: Data(nonce),
+                                                               authenticating: Data("DPNM".utf8) + directoryID),
+                  ConstantTime.equals(BLAKE2b.mac(byteCount: 24, key: sivKey, [.data(directoryID), .data(plaintext)]), Data(nonce)),
+                  let name = String(data: plaintext, encoding: .utf8)
+            else { return nil }
+            return name
+        }
+    }
+}
+
+/// Unpadded base64url (RFC 4648 §5): file-system-safe names.
+enum Base64URL {
+    static func encode(_ data: Data) -> String {
+        data.base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    static func decode(_ string: String) -> Data? {
+        guard string.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else { return nil }
+        var base64 = string.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64.append("=") }
+        return Data(base64Encoded: base64)
+    }
+}

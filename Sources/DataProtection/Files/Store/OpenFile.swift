@@ -1,0 +1,565 @@
+import Foundation
+import SodiumBridge
+import SystemPackage
+
+/// One protected file opened by the store, shared by every handle on it (and
+/// by whole-file reads while handles are open).
+///
+/// It holds the file's keys and a small cache of plaintext chunks in secure
+/// memory. Writes land in the cache; a flush seals them into chunk records and
+/// commits them with a header update:
+///
+/// 1. if the file grows, a header allocating the new records (length unchanged);
+/// 2. records past the committed end, written in place;
+/// 3. records that replace committed ones go to a redo journal first, then in place;
+/// 4. a header with the new length (and for `durable`, `fsync` around it).
+///
+/// A crash at any instant leaves the old committed state or the new one, each
+/// chunk old or new: a complete journal is replayed when the file is next
+/// opened, a torn one discarded. Layout: `Keys/file-format.md`.
+final class OpenFile: @unchecked Sendable {
+    /// Plaintext chunks cached before a flush is forced.
+    static let cacheLimit = 64
+
+    let device: Device
+    let identity: FileIdentity
+    private let lock = NSLock()
+    private var file: DataFileDescriptor
+    private var header: FileHeader
+    private var slot: Int
+    private var slotMAC: Data
+    private var keys: FileKeys?
+    /// The logical size, including writes not yet flushed.
+    private var size: UInt64
+    /// Cached plaintext chunks (full chunk-size buffers; bytes past the logical size are zero).
+    private var cache: [UInt64: (buffer: SecureBytes, dirty: Bool)] = [:]
+    /// Flushed without `fsync` since the last durable point.
+    private var unsynced = false
+    private var closed = false
+
+    private init(device: Device, file: DataFileDescriptor, header: FileHeader, slot: Int, slotMAC: Data, keys: FileKeys) throws(DataProtectionError) {
+        self.device = device
+        self.file = file
+        self.identity = try file.identity()
+        self.header = header
+        self.slot = slot
+        self.slotMAC = slotMAC
+        self.keys = keys
+        self.size = header.length
+    }
+
+    deinit {
+        wipeCache()
+        keys?.wipe()
+        file.close()
+    }
+
+    // MARK: - Opening
+
+    /// Opens an existing protected file: unwraps its key (the class key must be
+    /// available), replays or discards a journal, checks the physical size.
+    static func open(at path: FilePath, device: Device) throws(DataProtectionError) -> OpenFile {
+        let file = try DataFileDescriptor.open(path)
+        do throws(DataProtectionError) {
+            let slots = try readSlots(file)
+            guard !slots.isEmpty else {
+                throw DataProtectionError.integrity("The file has no valid header: it is not a protected file, or it was tampered with.")
+            }
+            var lastError: DataProtectionError?
+            for (index, candidate) in slots {
+                do throws(DataProtectionError) {
+                    let keys = try FileKeys.unwrap(candidate, device: device)
+                    let openFile = try OpenFile(device: device, file: file, header: candidate.header, slot: index,
+                                                slotMAC: candidate.mac, keys: keys)
+                    try openFile.recover()
+                    return openFile
+                } catch where error.code == .protectedDataUnavailable {
+                    throw error
+                } catch {
+                    lastError = error
+                }
+            }
+            throw lastError!
+        } catch {
+            file.close()
+            throw error
+        }
+    }
+
+    /// The parseable header slots, newest first.
+    private static func readSlots(_ file: DataFileDescriptor) throws(DataProtectionError) -> [(Int, FileHeader.UnverifiedSlot)] {
+        let region = try file.read(at: 0, count: FileHeader.regionByteCount)
+        guard region.count == FileHeader.regionByteCount else {
+            throw .integrity("The file is shorter than its header: it was truncated.")
+        }
+        var slots: [(Int, FileHeader.UnverifiedSlot)] = []
+        for index in 0..<FileHeader.slotCount {
+            let start = index * FileHeader.slotByteCount
+            if let parsed = FileHeader.parse(slot: region.subdata(in: start..<start + FileHeader.slotByteCount)) {
+                slots.append((index, parsed))
+            }
+        }
+        return slots.sorted { $0.1.header.generation > $1.1.header.generation }
+    }
+
+    /// The class and size recorded in the newest well-formed header, read
+    /// without any key (for `stat` and listings while locked; authenticated on the next read).
+    static func peekHeader(at path: FilePath) throws(DataProtectionError) -> FileHeader {
+        let file = try DataFileDescriptor.open(path)
+        defer { file.close() }
+        guard let newest = try readSlots(file).first else {
+            throw .integrity("The file has no valid header: it is not a protected file, or it was tampered with.")
+        }
+        return newest.1.header
+    }
+
+    /// Wraps a file just written by this process, whose header and keys are known:
+    /// no unwrap is needed (a class B file created while locked has no other way in).
+    static func adopt(at path: FilePath, header: FileHeader, keys: FileKeys, device: Device) throws(DataProtectionError) -> OpenFile {
+        let file = try DataFileDescriptor.open(path)
+        do throws(DataProtectionError) {
+            let encoded = header.encodedSlot(macKey: keys.macKey)
+            let mac = encoded.subdata(in: FileHeader.authenticatedByteCount..<FileHeader.authenticatedByteCount + 32)
+            return try OpenFile(device: device, file: file, header: header, slot: 0, slotMAC: mac, keys: keys)
+        } catch {
+            file.close()
+            throw error
+        }
+    }
+
+    /// Writes a new, empty protected file at `path` (which must not exist), durably.
+    static func createEmpty(at path: FilePath, protectionClass: ProtectionClass, device: Device, now: Date) throws(DataProtectionError) {
+        let (header, keys) = try newHeader(protectionClass: protectionClass, device: device, now: now)
+        defer { keys.wipe() }
+        try AtomicFileWriter(fileSystem: PosixFileSystem()).write(
+            [.data(header.encodedSlot(macKey: keys.macKey)), .data(Data(count: FileHeader.slotByteCount))], to: path)
+    }
+
+    /// A fresh header (generation 1, empty) with a new wrapped file key.
+    static func newHeader(protectionClass: ProtectionClass, device: Device, now: Date) throws(DataProtectionError) -> (FileHeader, FileKeys) {
+        let keys = FileKeys.generate()
+        var header = FileHeader(
+            protectionClass: protectionClass, chunkShift: ProtectedStore.defaultChunkShift,
+            fileID: Random.bytes(count: FileHeader.fileIDByteCount), generation: 1, length: 0, allocatedRecords: 0,
+            creationTime: Int64(now.timeIntervalSince1970 * 1e9),
+            ephemeralPublicKey: Data(count: 32), wrapNonce: Data(count: 24), wrappedKey: Data(count: 48))
+        do throws(DataProtectionError) {
+            try keys.wrap(into: &header, device: device)
+        } catch {
+            keys.wipe()
+            throw error
+        }
+        return (header, keys)
+    }
+
+    /// Replays a complete journal, discards a torn one, and checks that the
+    /// physical size fits the committed length.
+    private func recover() throws(DataProtectionError) {
+        let keys = self.keys!
+        let journalPath = Self.journalPath(for: file.path)
+        if let data = try PosixFileSystem().readFile(at: journalPath) {
+            if let journal = FileJournal.decode(data, macKey: keys.macKey, fileID: header.fileID),
+               journal.baseGeneration == header.generation {
+                for entry in journal.entries {
+                    try file.write(entry.record, at: header.recordOffset(entry.index))
+                }
+                try writeHeader(length: journal.length, allocated: journal.allocatedRecords, keys: keys)
+                try file.synchronize()
+                size = header.length
+            }
+            try PosixFileSystem().removeFile(at: journalPath)
+        }
+        let physical = try file.size()
+        guard physical >= header.physicalSize(forLength: header.length) else {
+            throw .integrity("The file is shorter than its authenticated length: it was truncated.")
+        }
+        let allowed = Int64(FileHeader.regionByteCount) + Int64(header.allocatedRecords) * Int64(header.recordStride)
+        guard physical <= allowed else {
+            throw .integrity("The file is longer than its authenticated length: data was appended to it.")
+        }
+    }
+
+    static func journalPath(for path: FilePath) -> FilePath {
+        FilePath(path.string + FileJournal.suffix)
+    }
+
+    // MARK: - State
+
+    var protectionClass: ProtectionClass { lock.locked { header.protectionClass } }
+
+    /// Whether the file was closed (by its last handle, or by a reboot).
+    var isClosed: Bool { lock.locked { closed } }
+
+    /// The logical size (including unflushed writes).
+    var currentSize: UInt64 { lock.locked { size } }
+
+    var creationTime: Int64 { lock.locked { header.creationTime } }
+
+    /// The on-disk path (follows renames made through the store).
+    var path: FilePath { lock.locked { file.path } }
+
+    func moved(to path: FilePath) {
+        lock.locked { file = DataFileDescriptor(descriptor: file.descriptor, path: path) }
+    }
+
+    /// The file keys, after checking the class key at this instant: a handle of a
+    /// discarded class fails here, and gets its keys back once the class key returns.
+    private func requireKeys() throws(DataProtectionError) -> FileKeys {
+        guard !closed else { throw DataProtectionError(.handleClosed, "The file was closed.") }
+        if header.protectionClass == .completeUnlessOpen, let keys {
+            return keys  // class B keeps its file key while the file is open
+        }
+        guard device.hasClassKey(for: header.protectionClass) else {
+            throw .unavailable("The \(header.protectionClass) class key is not available: the device is locked.")
+        }
+        if let keys { return keys }
+        let slot = FileHeader.UnverifiedSlot(header: header, authenticated: header.authenticatedBytes, mac: slotMAC)
+        let keys = try FileKeys.unwrap(slot, device: device)
+        self.keys = keys
+        return keys
+    }
+
+    /// Checks (at this instant) that the file's class key is available.
+    func checkAvailable() throws(DataProtectionError) {
+        try lock.locked { () throws(DataProtectionError) in _ = try requireKeys() }
+    }
+
+    // MARK: - Reading
+
+    /// Reads up to `count` bytes at `offset` (fewer at the end of the file).
+    func read(at offset: UInt64, count: Int) throws(DataProtectionError) -> Data {
+        try lock.locked { () throws(DataProtectionError) -> Data in
+            let keys = try requireKeys()
+            guard offset < size, count > 0 else { return Data() }
+            let end = min(size, offset + UInt64(count))
+            var out = Data(count: Int(end - offset))
+            let shift = UInt64(header.chunkShift)
+            let committedCount = header.records(forLength: header.length)
+            var position = offset
+            while position < end {
+                let index = position >> shift
+                let chunkStart = index << shift
+                if let cached = cache[index]?.buffer {
+                    let upTo = min(end, chunkStart + UInt64(header.chunkSize))
+                    out.replaceSubrange(Int(position - offset)..<Int(upTo - offset),
+                                        with: cached.copyBytes(in: Int(position - chunkStart)..<Int(upTo - chunkStart)))
+                    position = upTo
+                    continue
+                }
+                guard index < committedCount else {
+                    // Past the committed end and not cached: zeros (a gap to be filled at flush).
+                    position = min(end, chunkStart + UInt64(header.chunkSize))
+                    continue
+                }
+                // A run of uncached committed chunks: one pread, decrypted straight into `out`.
+                var last = index
+                while last + 1 < committedCount, last - index < 63, cache[last + 1] == nil, (last + 1) << shift < end {
+                    last += 1
+                }
+                try decryptRun(index...last, keys: keys, into: &out, offset: offset, from: position, to: end)
+                position = min(end, (last + 1) << shift)
+            }
+            return out
+        }
+    }
+
+    private func decryptRun(
+        _ run: ClosedRange<UInt64>, keys: FileKeys, into out: inout Data, offset: UInt64, from position: UInt64, to end: UInt64
+    ) throws(DataProtectionError) {
+        let start = header.recordOffset(run.lowerBound)
+        let lastLength = header.chunkLength(run.upperBound, length: header.length)
+        let byteCount = Int(header.recordOffset(run.upperBound) - start) + lastLength + ChunkRecords.overhead
+        let records = try file.read(at: start, count: byteCount)
+        guard records.count == byteCount else { throw .integrity("The file is shorter than its authenticated length: it was truncated.") }
+        let shift = UInt64(header.chunkShift)
+        for index in run {
+            let recordStart = Int(header.recordOffset(index) - start)
+            let length = header.chunkLength(index, length: header.length)
+            let range = recordStart..<recordStart + length + ChunkRecords.overhead
+            let chunkStart = index << shift
+            let ad = header.chunkAssociatedData(index)
+            do throws(SodiumError) {
+                if chunkStart >= position, chunkStart + UInt64(length) <= end {
+                    try ChunkRecords.open(records, range: range, into: &out, at: Int(chunkStart - offset), key: keys.chunkKey, associatedData: ad)
+                } else {
+                    let scratch = SecureBytes(count: header.chunkSize)
+                    try ChunkRecords.open(records, range: range, into: scratch, at: 0, key: keys.chunkKey, associatedData: ad)
+                    let from = max(position, chunkStart), to = min(end, chunkStart + UInt64(length))
+                    if from < to {
+                        out.replaceSubrange(Int(from - offset)..<Int(to - offset),
+                                            with: scratch.copyBytes(in: Int(from - chunkStart)..<Int(to - chunkStart)))
+                    }
+                }
+            } catch {
+                throw .integrity("Chunk \(index) does not authenticate: the file was tampered with or is corrupt.")
+            }
+        }
+    }
+
+    /// Loads committed chunk `index` into a new full-size buffer.
+    private func loadChunk(_ index: UInt64, keys: FileKeys) throws(DataProtectionError) -> SecureBytes {
+        let buffer = SecureBytes(count: header.chunkSize)
+        guard index < header.records(forLength: header.length) else { return buffer }
+        let length = header.chunkLength(index, length: header.length)
+        let record = try file.read(at: header.recordOffset(index), count: length + ChunkRecords.overhead)
+        do {
+            try ChunkRecords.open(record, range: 0..<record.count, into: buffer, at: 0, key: keys.chunkKey,
+                                  associatedData: header.chunkAssociatedData(index))
+        } catch {
+            throw .integrity("Chunk \(index) does not authenticate: the file was tampered with or is corrupt.")
+        }
+        guard record.count == length + ChunkRecords.overhead else {
+            throw .integrity("Chunk \(index) is truncated.")
+        }
+        return buffer
+    }
+
+    private func cachedOrLoaded(_ index: UInt64, keys: FileKeys) throws(DataProtectionError) -> SecureBytes {
+        if let cached = cache[index]?.buffer { return cached }
+        return try loadChunk(index, keys: keys)
+    }
+
+    // MARK: - Writing
+
+    /// Writes `data` at `offset`; a gap past the end reads as zeros.
+    func write(_ data: Data, at offset: UInt64) throws(DataProtectionError) {
+        try lock.locked { () throws(DataProtectionError) in
+            let keys = try requireKeys()
+            guard !data.isEmpty else { return }
+            let data = Data(data)  // indices from 0
+            let shift = UInt64(header.chunkShift)
+            let chunkSize = UInt64(header.chunkSize)
+            let end = offset + UInt64(data.count)
+            var position = offset
+            while position < end {
+                let index = position >> shift
+                let chunkStart = index << shift
+                let from = Int(position - chunkStart)
+                let to = Int(min(end, chunkStart + chunkSize) - chunkStart)
+                let buffer: SecureBytes
+                if let cached = cache[index] {
+                    buffer = cached.buffer
+                } else if from == 0 && (to == header.chunkSize || chunkStart + UInt64(to) >= size) {
+                    buffer = SecureBytes(count: header.chunkSize)  // nothing of the old chunk survives
+                } else {
+                    buffer = try loadChunk(index, keys: keys)
+                }
+                let source = Int(position - offset)..<Int(position - offset) + (to - from)
+                buffer.replaceBytes(at: from, with: data, range: source)
+                cache[index] = (buffer, true)
+                position = chunkStart + UInt64(to)
+            }
+            size = max(size, end)
+            if cache.count > Self.cacheLimit {
+                try flushLocked(durable: false, keys: keys)
+            }
+        }
+    }
+
+    /// Sets the size: shrinking drops the tail (committed at once); growing reads as zeros.
+    func truncate(to newSize: UInt64) throws(DataProtectionError) {
+        try lock.locked { () throws(DataProtectionError) in
+            let keys = try requireKeys()
+            guard newSize < size else {
+                size = newSize
+                return
+            }
+            let keep = header.records(forLength: newSize)
+            for (index, entry) in cache where index >= keep {
+                entry.buffer.wipe()
+                cache.removeValue(forKey: index)
+            }
+            let tail = Int(newSize & UInt64(header.chunkSize - 1))
+            if tail != 0 {
+                let index = keep - 1
+                let buffer = try cachedOrLoaded(index, keys: keys)
+                buffer.zeroBytes(in: tail..<header.chunkSize)
+                cache[index] = (buffer, true)
+            }
+            size = newSize
+            // Commit a shrink at once: committed chunks past the new end must never reappear.
+            try flushLocked(durable: false, keys: keys)
+        }
+    }
+
+    /// Seals and commits cached writes; with `durable`, everything written so far survives a power cut.
+    func flush(durable: Bool) throws(DataProtectionError) {
+        try lock.locked { () throws(DataProtectionError) in
+            guard !closed else { throw DataProtectionError(.handleClosed, "The file was closed.") }
+            guard let keys else {
+                precondition(cache.isEmpty, "cached writes without keys")
+                return
+            }
+            try flushLocked(durable: durable, keys: keys)
+        }
+    }
+
+    private func flushLocked(durable: Bool, keys: FileKeys) throws(DataProtectionError) {
+        let oldLength = header.length
+        let newLength = size
+        let hasDirty = cache.values.contains { $0.dirty }
+        guard hasDirty || oldLength != newLength else {
+            if durable && unsynced {
+                try file.synchronize()
+                unsynced = false
+            }
+            return
+        }
+        let chunkSize = UInt64(header.chunkSize)
+        let oldCount = header.records(forLength: oldLength)
+        let newCount = header.records(forLength: newLength)
+        var indices = Set(cache.filter { $0.value.dirty && $0.key < newCount }.map(\.key))
+        if newLength > oldLength {
+            let first = oldLength % chunkSize == 0 ? oldCount : oldCount - 1
+            indices.formUnion(first..<newCount)
+        }
+        if newLength < oldLength, newLength % chunkSize != 0 {
+            indices.insert(newCount - 1)
+        }
+        let allocated = max(header.allocatedRecords, newCount)
+        if allocated > header.allocatedRecords {
+            try writeHeader(length: oldLength, allocated: allocated, keys: keys)
+        }
+        var overwrites: [FileJournal.Entry] = []
+        var run = Data()
+        var runStart: UInt64 = 0
+        var runNext = UInt64.max
+        func writeRun() throws(DataProtectionError) {
+            guard !run.isEmpty else { return }
+            try file.write(run, at: header.recordOffset(runStart))
+            run.removeAll(keepingCapacity: true)
+        }
+        for index in indices.sorted() {
+            let length = header.chunkLength(index, length: newLength)
+            let buffer = try cachedOrLoaded(index, keys: keys)
+            var record = Data(count: length + ChunkRecords.overhead)
+            ChunkRecords.seal(buffer, range: 0..<length, into: &record, at: 0, key: keys.chunkKey,
+                              associatedData: header.chunkAssociatedData(index))
+            if index < oldCount {
+                overwrites.append(FileJournal.Entry(index: index, record: record))
+                continue
+            }
+            // Past the committed end: written in place now, invisible until the header commits.
+            // Records sit at a fixed stride and only the last one can be short, so a
+            // contiguous run of indices is a contiguous run of bytes.
+            if index != runNext || run.count >= 64 * header.recordStride {
+                try writeRun()
+                runStart = index
+            }
+            run.append(record)
+            runNext = index + 1
+        }
+        try writeRun()
+        let journalPath = Self.journalPath(for: file.path)
+        if !overwrites.isEmpty {
+            let journal = FileJournal(fileID: header.fileID, baseGeneration: header.generation, length: newLength,
+                                      allocatedRecords: allocated, entries: overwrites)
+            let fileSystem = PosixFileSystem()
+            try fileSystem.removeFile(at: journalPath)
+            let descriptor = try fileSystem.createFile(at: journalPath)
+            do throws(DataProtectionError) {
+                try fileSystem.write(.data(journal.encoded(macKey: keys.macKey)), to: descriptor, path: journalPath)
+                if durable { try fileSystem.synchronize(descriptor, path: journalPath) }
+                try fileSystem.close(descriptor, path: journalPath)
+            } catch {
+                try? fileSystem.close(descriptor, path: journalPath)
+                try? fileSystem.removeFile(at: journalPath)
+                throw error
+            }
+            if durable { try fileSystem.synchronizeDirectory(at: journalPath.removingLastComponent()) }
+            for entry in overwrites {
+                try file.write(entry.record, at: header.recordOffset(entry.index))
+            }
+        }
+        if durable { try file.synchronize() }
+        try writeHeader(length: newLength, allocated: allocated, keys: keys)
+        if newLength < oldLength {
+            try file.resize(to: header.physicalSize(forLength: newLength))
+            try writeHeader(length: newLength, allocated: newCount, keys: keys)
+        }
+        if durable { try file.synchronize() }
+        unsynced = !durable
+        if !overwrites.isEmpty { try PosixFileSystem().removeFile(at: journalPath) }
+        wipeCache()
+    }
+
+    /// Writes the next header into the other slot.
+    private func writeHeader(length: UInt64, allocated: UInt64, keys: FileKeys) throws(DataProtectionError) {
+        var next = header
+        next.generation += 1
+        next.length = length
+        next.allocatedRecords = allocated
+        try writeSlot(next, keys: keys)
+    }
+
+    private func writeSlot(_ next: FileHeader, keys: FileKeys) throws(DataProtectionError) {
+        let target = 1 - slot
+        let encoded = next.encodedSlot(macKey: keys.macKey)
+        try file.write(encoded, at: Int64(target * FileHeader.slotByteCount))
+        header = next
+        slot = target
+        slotMAC = encoded.subdata(in: FileHeader.authenticatedByteCount..<FileHeader.authenticatedByteCount + 32)
+    }
+
+    private func wipeCache() {
+        for entry in cache.values { entry.buffer.wipe() }
+        cache.removeAll()
+    }
+
+    // MARK: - Class changes, key discard, close
+
+    /// Rewraps the file key for `newClass` (content untouched), atomically:
+    /// the new header goes to the other slot, then replaces the old one too, so
+    /// the old class's wrap does not survive.
+    func changeClass(to newClass: ProtectionClass) throws(DataProtectionError) {
+        try lock.locked { () throws(DataProtectionError) in
+            let keys = try requireKeys()
+            try flushLocked(durable: true, keys: keys)
+            var next = header
+            next.protectionClass = newClass
+            try keys.wrap(into: &next, device: device)
+            next.generation += 1
+            try writeSlot(next, keys: keys)
+            try file.synchronize()
+            next.generation += 1
+            try writeSlot(next, keys: keys)
+            try file.synchronize()
+        }
+    }
+
+    /// The class key is about to go: write out what is cached (durably, with the
+    /// key still present), then wipe the file keys and plaintext. Class B keeps
+    /// its key while open.
+    func classKeyWillBeDiscarded() {
+        lock.locked {
+            guard !closed, header.protectionClass != .completeUnlessOpen, let keys else { return }
+            do throws(DataProtectionError) {
+                try flushLocked(durable: true, keys: keys)
+            } catch {
+                device.logger.error("could not flush a protected file before its class key was discarded",
+                                    metadata: ["error": "\(error.code.rawValue)"])
+            }
+            wipeCache()
+            keys.wipe()
+            self.keys = nil
+        }
+    }
+
+    /// Closes the file: flushes (durably) unless `flushing` is false (a crash), then wipes everything.
+    func close(flushing: Bool) throws(DataProtectionError) {
+        try lock.locked { () throws(DataProtectionError) in
+            guard !closed else { return }
+            defer {
+                closed = true
+                wipeCache()
+                keys?.wipe()
+                keys = nil
+                file.close()
+            }
+            if flushing, let keys {
+                try flushLocked(durable: true, keys: keys)
+            }
+        }
+    }
+}
+

@@ -1,0 +1,245 @@
+import Foundation
+import Synchronization
+
+/// A handle on a protected file, shaped like Foundation's `FileHandle`.
+///
+/// Every operation that touches content checks the file's class key at the
+/// moment of the call: on a `complete` file, reads and writes throw
+/// `protectedDataUnavailable` once the device has locked (after the grace
+/// period), and work again after unlock. What a handle has written is flushed
+/// before the key goes, so an acknowledged write is never lost to a lock.
+/// `completeUnlessOpen` handles keep working until closed. `seek`, `offset`,
+/// `size`, `synchronize` and `close` need no key.
+///
+/// Writes past the end extend the file with zeros. Writes are visible to other
+/// handles and whole-file reads once synchronized or closed (usually sooner).
+/// A handle is closed by ``close()``, or when the device reboots; dropping the
+/// last reference also closes it.
+public final class ProtectedFileHandle: Sendable {
+    /// What a handle may do.
+    public enum Mode: String, Sendable, Hashable, CaseIterable {
+        /// Read only.
+        case read
+        /// Write only (does not truncate).
+        case write
+        /// Read and write.
+        case update
+        /// Write only, every write at the end.
+        case append
+
+        var canRead: Bool { self == .read || self == .update }
+        var canWrite: Bool { self != .read }
+    }
+
+    /// The mode the handle was opened with.
+    public let mode: Mode
+    let store: ProtectedStore
+    let file: OpenFile
+    private let state = Mutex(State())
+
+    private struct State {
+        var offset: UInt64 = 0
+        var closed = false
+    }
+
+    init(store: ProtectedStore, file: OpenFile, mode: Mode) {
+        self.store = store
+        self.file = file
+        self.mode = mode
+    }
+
+    deinit {
+        if !state.withLock({ $0.closed }) { try? store.release(file) }
+    }
+
+    /// The file's protection class.
+    public var protectionClass: ProtectionClass { file.protectionClass }
+
+    // MARK: - Reading
+
+    /// Reads up to `count` bytes at the offset and advances it; an empty `Data` at the end of the file.
+    public func read(upToCount count: Int) throws(DataProtectionError) -> Data {
+        guard count >= 0 else { throw .invalidArgument("Cannot read a negative number of bytes.") }
+        return try advancing { offset throws(DataProtectionError) -> (Data, UInt64) in
+            try requireReadable()
+            let data = try file.read(at: offset, count: count)
+            return (data, offset + UInt64(data.count))
+        }
+    }
+
+    /// Reads from the offset to the end of the file.
+    public func readToEnd() throws(DataProtectionError) -> Data {
+        try advancing { offset throws(DataProtectionError) -> (Data, UInt64) in
+            try requireReadable()
+            let size = file.currentSize
+            guard offset < size else {
+                try file.checkAvailable()
+                return (Data(), offset)
+            }
+            let data = try file.read(at: offset, count: Int(size - offset))
+            return (data, offset + UInt64(data.count))
+        }
+    }
+
+    /// Reads `count` bytes at `offset` without moving the handle's offset (positional, like `pread`).
+    public func read(atOffset offset: UInt64, upToCount count: Int) throws(DataProtectionError) -> Data {
+        try requireOpen()
+        try requireReadable()
+        return try file.read(at: offset, count: count)
+    }
+
+    // MARK: - Writing
+
+    /// Writes `data` at the offset (in append mode: at the end) and advances the offset past it.
+    public func write<D: DataProtocol>(contentsOf data: D) throws(DataProtectionError) {
+        let bytes = Data(data)
+        try advancing { offset throws(DataProtectionError) -> ((), UInt64) in
+            try requireWritable()
+            let at = mode == .append ? file.currentSize : offset
+            try file.write(bytes, at: at)
+            return ((), at + UInt64(bytes.count))
+        }
+    }
+
+    /// Writes `data` at `offset` without moving the handle's offset (positional, like `pwrite`).
+    public func write<D: DataProtocol>(contentsOf data: D, atOffset offset: UInt64) throws(DataProtectionError) {
+        try requireOpen()
+        try requireWritable()
+        try file.write(Data(data), at: mode == .append ? file.currentSize : offset)
+    }
+
+    /// Sets the file's size (extending with zeros) and moves the offset there, as Foundation does.
+    public func truncate(atOffset offset: UInt64) throws(DataProtectionError) {
+        try advancing { _ throws(DataProtectionError) -> ((), UInt64) in
+            try requireWritable()
+            try file.truncate(to: offset)
+            return ((), offset)
+        }
+    }
+
+    /// Makes everything written through the file so far durable.
+    public func synchronize() throws(DataProtectionError) {
+        try requireOpen()
+        try file.flush(durable: true)
+    }
+
+    // MARK: - Position
+
+    /// The current offset.
+    public func offset() throws(DataProtectionError) -> UInt64 {
+        try state.withLock { state throws(DataProtectionError) -> UInt64 in
+            guard !state.closed, !file.isClosed else { throw Self.closedError }
+            return state.offset
+        }
+    }
+
+    /// Moves the offset (past the end is allowed: a later write fills the gap with zeros).
+    public func seek(toOffset offset: UInt64) throws(DataProtectionError) {
+        try advancing { _ throws(DataProtectionError) -> ((), UInt64) in ((), offset) }
+    }
+
+    /// Moves the offset to the end of the file and returns it.
+    @discardableResult
+    public func seekToEnd() throws(DataProtectionError) -> UInt64 {
+        try advancing { _ throws(DataProtectionError) -> (UInt64, UInt64) in
+            let size = file.currentSize
+            return (size, size)
+        }
+    }
+
+    /// The file's size, including writes not yet synchronized.
+    public func size() throws(DataProtectionError) -> UInt64 {
+        try requireOpen()
+        return file.currentSize
+    }
+
+    // MARK: - Closing
+
+    /// Flushes (durably) and closes; later calls throw `handleClosed`. Closing twice is harmless.
+    public func close() throws(DataProtectionError) {
+        let wasOpen = state.withLock { state in
+            defer { state.closed = true }
+            return !state.closed
+        }
+        guard wasOpen, !file.isClosed else { return }
+        try store.release(file)
+    }
+
+    // MARK: - Checks, in the contract's order: closed, mode, key (in `OpenFile`)
+
+    private static let closedError = DataProtectionError(.handleClosed, "The handle is closed.",
+                                                         hint: "Open the file again (handles close at reboot).")
+
+    private func requireOpen() throws(DataProtectionError) {
+        guard !state.withLock({ $0.closed }), !file.isClosed else { throw Self.closedError }
+    }
+
+    private func requireReadable() throws(DataProtectionError) {
+        guard mode.canRead else { throw DataProtectionError(.notPermitted, "The handle was opened for \(mode.rawValue), not reading.") }
+    }
+
+    private func requireWritable() throws(DataProtectionError) {
+        guard mode.canWrite else { throw DataProtectionError(.notPermitted, "The handle was opened for reading only.") }
+    }
+
+    /// Runs `body` with the offset under the handle's lock and stores the new offset it returns.
+    private func advancing<R>(_ body: (UInt64) throws(DataProtectionError) -> (R, UInt64)) throws(DataProtectionError) -> R {
+        try state.withLock { state throws(DataProtectionError) -> R in
+            guard !state.closed, !file.isClosed else { throw Self.closedError }
+            let (result, offset) = try body(state.offset)
+            state.offset = offset
+            return result
+        }
+    }
+}
+
+extension ProtectedStore {
+    /// Opens a handle on the file at `path`.
+    ///
+    /// With `create`, a missing file is created (with `protection`, else the
+    /// directory's class) along with missing parent directories; on an existing
+    /// file `create` and `protection` are ignored.
+    ///
+    /// - Throws: `fileNotFound`, `isADirectory`, or `protectedDataUnavailable` when
+    ///   the file's class key is not available (creating a `completeUnlessOpen`
+    ///   file works while locked).
+    public func openFile(
+        atPath path: String, mode: ProtectedFileHandle.Mode = .update, create: Bool = false, protection: ProtectionClass? = nil
+    ) throws(DataProtectionError) -> ProtectedFileHandle {
+        let storePath = try StorePath(path)
+        return try namespace.locked { () throws(DataProtectionError) -> ProtectedFileHandle in
+            if create { try makeDirectories(storePath.parent, protection: nil) }
+            let location = try locate(storePath)
+            switch location.kind {
+            case .directory:
+                throw DataProtectionError(.isADirectory, "\(storePath) is a directory.")
+            case .missing:
+                guard create else { throw DataProtectionError(.fileNotFound, "No such file: \(storePath).") }
+                let parent = try directoryMetadata(at: location.parentDisk)
+                let writer = try ProtectedFileWriter(target: location.disk, protectionClass: protection ?? parent.protectionClass ?? .default,
+                                                     device: device)
+                // Opened with the key it was written with: a class B file created while locked has no other way in.
+                let file = try register(try writer.commitAndOpen(device: device))
+                return ProtectedFileHandle(store: self, file: file, mode: mode)
+            case .file:
+                let file = try acquire(location.disk)
+                return ProtectedFileHandle(store: self, file: file, mode: mode)
+            }
+        }
+    }
+
+    /// A handle for reading (Foundation's `FileHandle(forReadingAtPath:)`).
+    public func fileHandle(forReadingAtPath path: String) throws(DataProtectionError) -> ProtectedFileHandle {
+        try openFile(atPath: path, mode: .read)
+    }
+
+    /// A handle for writing, at offset 0, without truncating.
+    public func fileHandle(forWritingAtPath path: String) throws(DataProtectionError) -> ProtectedFileHandle {
+        try openFile(atPath: path, mode: .write)
+    }
+
+    /// A handle for reading and writing.
+    public func fileHandle(forUpdatingAtPath path: String) throws(DataProtectionError) -> ProtectedFileHandle {
+        try openFile(atPath: path, mode: .update)
+    }
+}

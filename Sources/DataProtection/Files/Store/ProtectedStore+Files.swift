@@ -1,0 +1,379 @@
+import Foundation
+import SodiumBridge
+import SystemPackage
+
+extension ProtectedStore {
+    // MARK: - Whole-file reading and writing
+
+    /// Writes `data` to the file at `path`, atomically (a crash leaves the old
+    /// file or the new one), creating missing parent directories.
+    ///
+    /// The class is `protection`, else the file-protection option in `options`
+    /// (`.completeFileProtection`, …), else the class of the file being replaced
+    /// (replacing content never lowers protection), else the directory's class,
+    /// else `completeUntilFirstUserAuthentication`. Writing needs only what
+    /// creating a file of that class needs, so a `completeUnlessOpen` file can
+    /// be written while locked. `.withoutOverwriting` fails with `fileExists`
+    /// if the file exists. Writes are always atomic, with or without `.atomic`.
+    public func write(
+        _ data: Data, to path: String, protection: ProtectionClass? = nil, options: Data.WritingOptions = []
+    ) throws(DataProtectionError) {
+        try writeFile(at: path, protection: protection ?? ProtectionClass(writingOptions: options),
+                      exclusive: options.contains(.withoutOverwriting)) { writer throws(DataProtectionError) in
+            try writer.append(data)
+        }
+    }
+
+    /// Writes a file from chunks produced by `next` (called until it returns `nil`),
+    /// with constant memory; same rules as ``write(_:to:protection:options:)``.
+    public func write(
+        to path: String, protection: ProtectionClass? = nil, exclusive: Bool = false,
+        from next: () throws -> Data?
+    ) throws {
+        var failure: (any Error)?
+        try writeFile(at: path, protection: protection, exclusive: exclusive) { writer throws(DataProtectionError) in
+            do {
+                while let data = try next() { try writer.append(data) }
+            } catch let error as DataProtectionError {
+                throw error
+            } catch {
+                failure = error
+                throw DataProtectionError(.invalidArgument, "The data source failed: \(error).")
+            }
+        }
+        if let failure { throw failure }
+    }
+
+    /// Creates or atomically replaces the file at `path` with what `fill` writes.
+    @discardableResult
+    func writeFile(
+        at path: String, protection: ProtectionClass?, exclusive: Bool,
+        _ fill: (ProtectedFileWriter) throws(DataProtectionError) -> Void
+    ) throws(DataProtectionError) -> UInt64 {
+        let storePath = try StorePath(path)
+        guard let name = storePath.name else { throw DataProtectionError(.isADirectory, "The store root is a directory.") }
+        return try namespace.locked { () throws(DataProtectionError) -> UInt64 in
+            let parent = try makeDirectories(storePath.parent, protection: nil)
+            let location = try locate(storePath)
+            var protectionClass = protection
+            switch location.kind {
+            case .directory:
+                throw DataProtectionError(.isADirectory, "\(storePath) is a directory.")
+            case .file:
+                if exclusive { throw DataProtectionError(.fileExists, "\(storePath) already exists.") }
+                if protectionClass == nil { protectionClass = try OpenFile.peekHeader(at: location.disk).protectionClass }
+            case .missing:
+                break
+            }
+            let resolved = protectionClass ?? parent.protectionClass ?? .default
+            let writer = try ProtectedFileWriter(target: location.disk, protectionClass: resolved, device: device)
+            _ = name
+            try fill(writer)
+            let length = writer.length
+            try writer.commit()
+            return length
+        }
+    }
+
+    /// The contents of the file at `path`.
+    ///
+    /// - Throws: `protectedDataUnavailable` when the file's class key is not available
+    ///   (a `completeUnlessOpen` file stays readable while a handle on it is open);
+    ///   `integrityFailure` when the file was tampered with.
+    public func contents(atPath path: String) throws(DataProtectionError) -> Data {
+        let file = try acquireFile(atPath: path)
+        defer { try? release(file) }
+        return try file.read(at: 0, count: Int(file.currentSize))
+    }
+
+    /// The shared open file at `path` (a file, not a directory).
+    func acquireFile(atPath path: String) throws(DataProtectionError) -> OpenFile {
+        let storePath = try StorePath(path)
+        return try namespace.locked { () throws(DataProtectionError) -> OpenFile in
+            let location = try locate(storePath)
+            switch location.kind {
+            case .missing: throw DataProtectionError(.fileNotFound, "No such file: \(storePath).")
+            case .directory: throw DataProtectionError(.isADirectory, "\(storePath) is a directory.")
+            case .file: return try acquire(location.disk)
+            }
+        }
+    }
+
+    // MARK: - Existence and attributes
+
+    /// Whether something exists at `path` (works in every lock state).
+    public func fileExists(atPath path: String) -> Bool {
+        var isDirectory = false
+        return fileExists(atPath: path, isDirectory: &isDirectory)
+    }
+
+    /// Whether something exists at `path`, and whether it is a directory.
+    public func fileExists(atPath path: String, isDirectory: inout Bool) -> Bool {
+        guard let storePath = try? StorePath(path),
+              let location = try? namespace.locked({ () throws(DataProtectionError) in try locate(storePath) })
+        else { return false }
+        isDirectory = location.kind == .directory
+        return location.kind != .missing
+    }
+
+    /// The attributes of the item at `path`: type, size, class and dates (works in every lock state).
+    public func attributesOfItem(atPath path: String) throws(DataProtectionError) -> ProtectedItemAttributes {
+        let storePath = try StorePath(path)
+        return try namespace.locked { () throws(DataProtectionError) -> ProtectedItemAttributes in
+            let location = try locate(storePath)
+            let modification = Self.modificationDate(of: location.disk)
+            switch location.kind {
+            case .missing:
+                throw DataProtectionError(.fileNotFound, "No such file or directory: \(storePath).")
+            case .directory:
+                let metadata = try directoryMetadata(at: location.disk)
+                return ProtectedItemAttributes(type: .directory, size: 0, protectionClass: metadata.protectionClass,
+                                               creationDate: nil, modificationDate: modification)
+            case .file:
+                let header = try OpenFile.peekHeader(at: location.disk)
+                let size = openFile(for: location.disk)?.currentSize ?? header.length
+                return ProtectedItemAttributes(
+                    type: .file, size: size, protectionClass: header.protectionClass,
+                    creationDate: Date(timeIntervalSince1970: Double(header.creationTime) / 1e9), modificationDate: modification)
+            }
+        }
+    }
+
+    /// Foundation-style attributes: `.type`, `.size`, `.protectionKey`, `.creationDate`, `.modificationDate`.
+    public func attributesOfItemAsDictionary(atPath path: String) throws(DataProtectionError) -> [FileAttributeKey: Any] {
+        try attributesOfItem(atPath: path).dictionary
+    }
+
+    private static func modificationDate(of path: FilePath) -> Date? {
+        guard let stat = try? path.stat(followTargetSymlink: false) else { return nil }
+        let time = stat.st_mtim
+        return Date(timeIntervalSince1970: Double(time.tv_sec) + Double(time.tv_nsec) / 1e9)
+    }
+
+    // MARK: - Classes
+
+    /// Changes the class of the file at `path`: its key is rewrapped (the content is
+    /// not re-encrypted), atomically. Needs the old class key (or the file open, for
+    /// class B) and what creating a file of the new class needs. For a directory,
+    /// changes the default class of what is created in it later, and nothing inside.
+    public func setProtectionClass(_ protectionClass: ProtectionClass, ofItemAtPath path: String) throws(DataProtectionError) {
+        let storePath = try StorePath(path)
+        try namespace.locked { () throws(DataProtectionError) in
+            let location = try locate(storePath)
+            switch location.kind {
+            case .missing:
+                throw DataProtectionError(.fileNotFound, "No such file or directory: \(storePath).")
+            case .directory:
+                var metadata = try directoryMetadata(at: location.disk)
+                metadata.protectionClass = protectionClass
+                try AtomicFileWriter(fileSystem: PosixFileSystem()).write(
+                    [.data(metadata.encoded(device: device))], to: location.disk.appending(DirectoryMetadata.fileName))
+                state.withLock { $0.directories[location.disk] = metadata }
+            case .file:
+                let file = try acquire(location.disk)
+                defer { try? release(file) }
+                try file.changeClass(to: protectionClass)
+            }
+        }
+    }
+
+    /// Foundation-style: applies `.protectionKey` (a `FileProtectionType`); other keys are `invalidArgument`.
+    public func setAttributes(_ attributes: [FileAttributeKey: Any], ofItemAtPath path: String) throws(DataProtectionError) {
+        for key in attributes.keys where key != .protectionKey {
+            throw .invalidArgument("Only the protection attribute can be set (not \(key.rawValue)).")
+        }
+        guard let value = attributes[.protectionKey] else { return }
+        let type = (value as? FileProtectionType) ?? (value as? String).map { FileProtectionType(rawValue: $0) }
+        guard let type, let protectionClass = ProtectionClass(type) else {
+            throw .invalidArgument("Unknown protection type \(value).")
+        }
+        try setProtectionClass(protectionClass, ofItemAtPath: path)
+    }
+
+    // MARK: - Remove, move, copy
+
+    /// Removes the file or empty directory at `path` (works in every lock state).
+    public func removeItem(atPath path: String) throws(DataProtectionError) {
+        let storePath = try StorePath(path)
+        guard !storePath.isRoot else { throw .invalidArgument("The store root cannot be removed.") }
+        try namespace.locked { () throws(DataProtectionError) in
+            let location = try locate(storePath)
+            let fileSystem = PosixFileSystem()
+            switch location.kind {
+            case .missing:
+                throw DataProtectionError(.fileNotFound, "No such file or directory: \(storePath).")
+            case .file:
+                try fileSystem.removeFile(at: location.disk)
+                try fileSystem.removeFile(at: OpenFile.journalPath(for: location.disk))
+            case .directory:
+                let entries = try fileSystem.contentsOfDirectory(at: location.disk).filter(Self.isEntryName)
+                guard entries.isEmpty else { throw DataProtectionError(.directoryNotEmpty, "\(storePath) is not empty.") }
+                // Out of sight first (atomic), then gone.
+                let doomed = location.parentDisk.appending(AtomicFileWriter.temporaryPrefix + "rm-" + Base64URL.encode(Random.bytes(count: 9)))
+                try fileSystem.rename(location.disk, to: doomed)
+                try? FileManager.default.removeItem(atPath: doomed.string)
+                _ = state.withLock { $0.directories.removeValue(forKey: location.disk) }
+            }
+            try fileSystem.synchronizeDirectory(at: location.parentDisk)
+        }
+    }
+
+    /// Moves (renames) the item at `source` to `destination`, whose parent must exist;
+    /// fails with `fileExists` if `destination` exists. Works in every lock state:
+    /// only the encrypted name changes.
+    public func moveItem(atPath source: String, toPath destination: String) throws(DataProtectionError) {
+        let from = try StorePath(source)
+        let to = try StorePath(destination)
+        guard !from.isRoot, !to.isRoot else { throw .invalidArgument("The store root cannot be moved.") }
+        try namespace.locked { () throws(DataProtectionError) in
+            let origin = try locate(from)
+            guard origin.kind != .missing else { throw DataProtectionError(.fileNotFound, "No such file or directory: \(from).") }
+            let target = try locate(to)
+            guard target.kind == .missing else { throw DataProtectionError(.fileExists, "\(to) already exists.") }
+            if origin.kind == .directory, to.components.starts(with: from.components) {
+                throw DataProtectionError.invalidArgument("Cannot move \(from) into itself.")
+            }
+            let fileSystem = PosixFileSystem()
+            let open = origin.kind == .file ? openFile(for: origin.disk) : nil
+            try fileSystem.rename(origin.disk, to: target.disk)
+            if origin.kind == .file {
+                let journal = OpenFile.journalPath(for: origin.disk)
+                if try fileSystem.readFile(at: journal) != nil {
+                    try fileSystem.rename(journal, to: OpenFile.journalPath(for: target.disk))
+                }
+                open?.moved(to: target.disk)
+            } else {
+                forgetDirectories()
+            }
+            try fileSystem.synchronizeDirectory(at: target.parentDisk)
+            if target.parentDisk != origin.parentDisk {
+                try fileSystem.synchronizeDirectory(at: origin.parentDisk)
+            }
+        }
+    }
+
+    /// Copies the file at `source` to `destination` (which must not exist), in the
+    /// source's class unless `protection` is given. Needs the source's class key.
+    public func copyItem(atPath source: String, toPath destination: String, protection: ProtectionClass? = nil) throws(DataProtectionError) {
+        let from = try StorePath(source)
+        let to = try StorePath(destination)
+        try namespace.locked { () throws(DataProtectionError) in
+            let origin = try locate(from)
+            switch origin.kind {
+            case .missing: throw DataProtectionError(.fileNotFound, "No such file: \(from).")
+            case .directory: throw DataProtectionError(.isADirectory, "\(from) is a directory: only files can be copied.")
+            case .file: break
+            }
+            guard try locate(to.parent).kind == .directory else {
+                throw DataProtectionError(.fileNotFound, "No such directory: \(to.parent).")
+            }
+            guard try locate(to).kind == .missing else { throw DataProtectionError(.fileExists, "\(to) already exists.") }
+            let file = try acquire(origin.disk)
+            defer { try? release(file) }
+            let size = file.currentSize
+            try writeFile(at: destination, protection: protection ?? file.protectionClass, exclusive: true) { writer throws(DataProtectionError) in
+                var offset: UInt64 = 0
+                while offset < size {
+                    let piece = try file.read(at: offset, count: 1 << 20)
+                    guard !piece.isEmpty else { break }
+                    try writer.append(piece)
+                    offset += UInt64(piece.count)
+                }
+            }
+        }
+    }
+
+    // MARK: - Directories
+
+    /// Creates a directory (and, by default, its missing parents). New entries
+    /// inside take `protection`, else the parent's class. Works in every lock state.
+    public func createDirectory(
+        atPath path: String, withIntermediateDirectories: Bool = true, protection: ProtectionClass? = nil
+    ) throws(DataProtectionError) {
+        let storePath = try StorePath(path)
+        try namespace.locked { () throws(DataProtectionError) in
+            if !withIntermediateDirectories {
+                guard try locate(storePath.parent).kind == .directory else {
+                    throw DataProtectionError(.fileNotFound, "No such directory: \(storePath.parent).")
+                }
+                if try locate(storePath).kind != .missing {
+                    throw DataProtectionError(.fileExists, "\(storePath) already exists.")
+                }
+            }
+            let location = try locate(storePath.isRoot ? storePath : storePath.parent)
+            if !storePath.isRoot, location.kind == .file {
+                throw DataProtectionError(.notADirectory, "Not a directory: \(storePath.parent).")
+            }
+            _ = try makeDirectories(storePath, protection: protection)
+        }
+    }
+
+    /// The names directly inside the directory at `path` (works in every lock state).
+    public func contentsOfDirectory(atPath path: String) throws(DataProtectionError) -> [String] {
+        let storePath = try StorePath(path)
+        return try namespace.locked { () throws(DataProtectionError) -> [String] in
+            let location = try locate(storePath)
+            switch location.kind {
+            case .missing: throw DataProtectionError(.fileNotFound, "No such directory: \(storePath).")
+            case .file: throw DataProtectionError(.notADirectory, "Not a directory: \(storePath).")
+            case .directory: break
+            }
+            let metadata = try directoryMetadata(at: location.disk)
+            var names: [String] = []
+            for entry in try PosixFileSystem().contentsOfDirectory(at: location.disk) where Self.isEntryName(entry) {
+                guard let name = try NameCipher.decrypt(entry, directoryID: metadata.id, device: device) else {
+                    throw DataProtectionError.integrity("\(storePath) holds an entry whose name does not decrypt: the store was tampered with.")
+                }
+                names.append(name)
+            }
+            return names.sorted()
+        }
+    }
+
+    /// Whether an on-disk name is an entry (not metadata, a journal or debris).
+    static func isEntryName(_ name: String) -> Bool {
+        name != DirectoryMetadata.fileName && !name.hasPrefix(".") && !name.hasSuffix(FileJournal.suffix)
+    }
+
+    /// Creates every missing directory of `path` (the last one with `protection`,
+    /// the others inheriting), and returns the metadata of `path`.
+    @discardableResult
+    func makeDirectories(_ path: StorePath, protection: ProtectionClass?) throws(DataProtectionError) -> DirectoryMetadata {
+        var disk = root
+        var metadata = try directoryMetadata(at: root)
+        for (position, name) in path.components.enumerated() {
+            let entry = disk.appending(try NameCipher.encrypt(name, directoryID: metadata.id, device: device))
+            switch try Self.kind(of: entry) {
+            case .file:
+                throw DataProtectionError(.notADirectory, "Not a directory: \(StorePath(components: Array(path.components.prefix(position + 1)))).")
+            case .directory:
+                break
+            case .missing:
+                let isLast = position == path.components.count - 1
+                let created = DirectoryMetadata(id: Random.bytes(count: 16), protectionClass: (isLast ? protection : nil) ?? metadata.protectionClass)
+                try createDirectoryEntry(created, at: entry, in: disk)
+            }
+            disk = entry
+            metadata = try directoryMetadata(at: disk)
+        }
+        return metadata
+    }
+
+    /// Creates a directory atomically: built under a temporary name with its
+    /// metadata inside, then renamed into place.
+    private func createDirectoryEntry(_ metadata: DirectoryMetadata, at entry: FilePath, in parent: FilePath) throws(DataProtectionError) {
+        let fileSystem = PosixFileSystem()
+        let temporary = parent.appending(AtomicFileWriter.temporaryPrefix + "dir-" + Base64URL.encode(Random.bytes(count: 9)))
+        try fileSystem.createDirectory(at: temporary)
+        do throws(DataProtectionError) {
+            try AtomicFileWriter(fileSystem: fileSystem).write([.data(metadata.encoded(device: device))],
+                                                               to: temporary.appending(DirectoryMetadata.fileName))
+            try fileSystem.rename(temporary, to: entry)
+        } catch {
+            try? FileManager.default.removeItem(atPath: temporary.string)
+            throw error
+        }
+        try fileSystem.synchronizeDirectory(at: parent)
+        state.withLock { $0.directories[entry] = metadata }
+    }
+}

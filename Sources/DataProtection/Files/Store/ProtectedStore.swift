@@ -1,0 +1,265 @@
+import Foundation
+import Logging
+import SodiumBridge
+import Synchronization
+import SystemPackage
+
+/// An encrypted store of protected files on a ``Device``: the Data Protection
+/// counterpart of `FileManager`, `Data(contentsOf:)`/`write(to:)` and `FileHandle`.
+///
+/// Every file is encrypted at rest under its own key, wrapped by the key of its
+/// ``ProtectionClass``; names are encrypted too, so a listing of the store on
+/// disk reveals nothing. Each operation checks the class key at the instant it
+/// runs, following `semantics.md`: a `complete` file cannot be read once the
+/// device has locked, not even through a handle opened earlier.
+///
+/// Paths are store-relative and `/`-separated (`Documents/notes.txt`); a leading
+/// `/` also means the root. The store is thread-safe.
+public final class ProtectedStore: Sendable {
+    /// log2 of the chunk size of new files: 16 KiB (see `Keys/file-format.md`, "Chunk size").
+    static let defaultChunkShift: UInt8 = 14
+
+    /// The device whose keys protect the store.
+    public let device: Device
+    /// The store's directory on disk.
+    public let directory: URL
+
+    let root: FilePath
+    /// Serialises changes to the name space (and the directory cache).
+    let namespace = NSRecursiveLock()
+    let state = Mutex(StoreState())
+    let observer: StoreLifecycleObserver
+
+    struct StoreState: Sendable {
+        /// Open files by on-disk identity, shared by their handles.
+        var openFiles: [FileIdentity: OpenFileEntry] = [:]
+        /// Directory metadata by on-disk path.
+        var directories: [FilePath: DirectoryMetadata] = [:]
+    }
+
+    struct OpenFileEntry: Sendable {
+        let file: OpenFile
+        var users: Int
+    }
+
+    /// A store in `directory`, protected by `device`. The directory is created if needed.
+    public init(directory: URL, device: Device) throws(DataProtectionError) {
+        self.device = device
+        self.directory = directory
+        self.root = FilePath(directory.path)
+        self.observer = StoreLifecycleObserver()
+        observer.store = self
+        device.addLifecycleObserver(observer)
+        try prepareRoot()
+    }
+
+    /// A device and its store in one directory (`device/` and `files/` inside it).
+    public convenience init(
+        directory: URL,
+        clock: any DeviceClock = SystemClock.shared,
+        configuration: DeviceConfiguration = DeviceConfiguration()
+    ) throws(DataProtectionError) {
+        try PosixFileSystem().createDirectory(at: FilePath(directory.path))
+        let device = try Device(directory: directory.appendingPathComponent("device"), clock: clock, configuration: configuration)
+        try self.init(directory: directory.appendingPathComponent("files"), device: device)
+    }
+
+    // MARK: - Root and directories on disk
+
+    /// Creates the root directory and its metadata if missing (new store, or after erase).
+    func prepareRoot() throws(DataProtectionError) {
+        try namespace.locked { () throws(DataProtectionError) in
+            let fileSystem = PosixFileSystem()
+            try fileSystem.createDirectory(at: root)
+            let metadataPath = root.appending(DirectoryMetadata.fileName)
+            if try fileSystem.readFile(at: metadataPath) == nil {
+                let metadata = DirectoryMetadata(id: Random.bytes(count: 16), protectionClass: nil)
+                try AtomicFileWriter(fileSystem: fileSystem).write([.data(metadata.encoded(device: device))], to: metadataPath)
+            }
+            try AtomicFileWriter(fileSystem: fileSystem).removeDebris(in: root)
+        }
+    }
+
+    /// The metadata of the on-disk directory `path`.
+    func directoryMetadata(at path: FilePath) throws(DataProtectionError) -> DirectoryMetadata {
+        if let cached = state.withLock({ $0.directories[path] }) { return cached }
+        guard let data = try PosixFileSystem().readFile(at: path.appending(DirectoryMetadata.fileName)) else {
+            throw .integrity("A store directory has lost its metadata: the store was tampered with.")
+        }
+        let metadata = try DirectoryMetadata.decode(data, device: device)
+        state.withLock { $0.directories[path] = metadata }
+        return metadata
+    }
+
+    func forgetDirectories() {
+        state.withLock { $0.directories.removeAll() }
+    }
+
+    // MARK: - Resolution
+
+    /// What a store path names on disk.
+    struct Location: Sendable {
+        enum Kind: Sendable { case file, directory, missing }
+        let path: StorePath
+        /// The on-disk path of the entry (for the root: the root).
+        let disk: FilePath
+        /// The containing directory on disk and its metadata (the root's own for the root).
+        let parentDisk: FilePath
+        let parent: DirectoryMetadata
+        let kind: Kind
+    }
+
+    /// Resolves `path`: every ancestor must exist and be a directory.
+    func locate(_ path: StorePath) throws(DataProtectionError) -> Location {
+        var disk = root
+        var metadata = try directoryMetadata(at: root)
+        if path.isRoot {
+            return Location(path: path, disk: root, parentDisk: root, parent: metadata, kind: .directory)
+        }
+        for (position, name) in path.components.enumerated() {
+            let entry = disk.appending(try NameCipher.encrypt(name, directoryID: metadata.id, device: device))
+            let kind = try Self.kind(of: entry)
+            if position == path.components.count - 1 {
+                return Location(path: path, disk: entry, parentDisk: disk, parent: metadata, kind: kind)
+            }
+            switch kind {
+            case .missing:
+                throw DataProtectionError(.fileNotFound, "No such directory: \(StorePath(components: Array(path.components.prefix(position + 1)))).")
+            case .file:
+                throw DataProtectionError(.notADirectory, "Not a directory: \(StorePath(components: Array(path.components.prefix(position + 1)))).")
+            case .directory:
+                disk = entry
+                metadata = try directoryMetadata(at: disk)
+            }
+        }
+        preconditionFailure("unreachable")
+    }
+
+    /// The kind of an on-disk entry, without following links: a link inside the
+    /// store can only be planted, and is refused.
+    static func kind(of path: FilePath) throws(DataProtectionError) -> Location.Kind {
+        do {
+            let stat = try path.stat(followTargetSymlink: false)
+            switch stat.type {
+            case .regular: return .file
+            case .directory: return .directory
+            default:
+                throw DataProtectionError(.invalidPath, "The store contains an entry that is neither a file nor a directory (\(path.lastComponent?.string ?? "")).",
+                                          hint: "Something outside DataProtection changed the store directory.")
+            }
+        } catch let errno as Errno {
+            if errno == .noSuchFileOrDirectory { return .missing }
+            throw PosixFileSystem.error(for: errno, operation: "stat", path: path)
+        } catch let error as DataProtectionError {
+            throw error
+        } catch {
+            throw DataProtectionError(.ioFailure, "stat \(path): \(error)")
+        }
+    }
+
+    // MARK: - Open files
+
+    /// The shared open file for the file at `disk`, opened if needed (needs the class key
+    /// unless the file is already open with its key, as class B files are).
+    func acquire(_ disk: FilePath) throws(DataProtectionError) -> OpenFile {
+        let identity = try Self.identity(of: disk)
+        if let existing = state.withLock({ state -> OpenFile? in
+            guard var entry = state.openFiles[identity] else { return nil }
+            entry.users += 1
+            state.openFiles[identity] = entry
+            return entry.file
+        }) {
+            return existing
+        }
+        return try register(try OpenFile.open(at: disk, device: device))
+    }
+
+    /// Registers a newly opened file (or shares the one another thread registered meanwhile).
+    func register(_ file: OpenFile) throws(DataProtectionError) -> OpenFile {
+        let shared = state.withLock { state -> OpenFile in
+            if var entry = state.openFiles[file.identity] {
+                // Another thread opened it meanwhile: share theirs.
+                entry.users += 1
+                state.openFiles[file.identity] = entry
+                return entry.file
+            }
+            state.openFiles[file.identity] = OpenFileEntry(file: file, users: 1)
+            return file
+        }
+        if shared !== file { try file.close(flushing: false) }
+        return shared
+    }
+
+    /// Drops one use of `file`; the last one flushes and closes it.
+    func release(_ file: OpenFile) throws(DataProtectionError) {
+        let last = state.withLock { state -> Bool in
+            guard var entry = state.openFiles[file.identity], entry.file === file else { return false }
+            entry.users -= 1
+            if entry.users == 0 {
+                state.openFiles.removeValue(forKey: file.identity)
+                return true
+            }
+            state.openFiles[file.identity] = entry
+            return false
+        }
+        if last { try file.close(flushing: true) }
+    }
+
+    func openFile(for disk: FilePath) -> OpenFile? {
+        guard let identity = try? Self.identity(of: disk) else { return nil }
+        return state.withLock { $0.openFiles[identity]?.file }
+    }
+
+    static func identity(of path: FilePath) throws(DataProtectionError) -> FileIdentity {
+        do {
+            let stat = try path.stat(followTargetSymlink: false)
+            return FileIdentity(device: UInt64(stat.deviceID.rawValue), inode: UInt64(stat.inode.rawValue))
+        } catch {
+            throw PosixFileSystem.error(for: error, operation: "stat", path: path)
+        }
+    }
+
+    // MARK: - Device lifecycle
+
+    func classKeysWillBeDiscarded(_ classes: Set<ProtectionClass>) {
+        for file in state.withLock({ $0.openFiles.values.map(\.file) }) where classes.contains(file.protectionClass) {
+            file.classKeyWillBeDiscarded()
+        }
+    }
+
+    func deviceWillRestart(flushing: Bool) {
+        let files = state.withLock { state in
+            defer { state.openFiles.removeAll() }
+            return state.openFiles.values.map(\.file)
+        }
+        for file in files {
+            do throws(DataProtectionError) {
+                try file.close(flushing: flushing)
+            } catch {
+                device.logger.error("could not flush a protected file at restart", metadata: ["error": "\(error.code.rawValue)"])
+            }
+        }
+        forgetDirectories()
+    }
+
+    func deviceWillErase() {
+        deviceWillRestart(flushing: false)
+        namespace.locked {
+            try? FileManager.default.removeItem(atPath: root.string)
+        }
+    }
+
+    func deviceDidErase() {
+        try? prepareRoot()
+    }
+}
+
+/// Forwards the device's lifecycle to the store (held weakly by the device).
+final class StoreLifecycleObserver: DeviceLifecycleObserver, @unchecked Sendable {
+    weak var store: ProtectedStore?
+
+    func deviceWillDiscardKeys(of classes: Set<ProtectionClass>) { store?.classKeysWillBeDiscarded(classes) }
+    func deviceWillRestart(flushing: Bool) { store?.deviceWillRestart(flushing: flushing) }
+    func deviceWillErase() { store?.deviceWillErase() }
+    func deviceDidErase() { store?.deviceDidErase() }
+}

@@ -1,0 +1,50 @@
+/// A validated store path: `/`-separated names relative to the store root
+/// (a leading `/` also means the root; `/` alone is the root itself).
+struct StorePath: Hashable, Sendable, CustomStringConvertible {
+    /// The longest name, in UTF-8 bytes, that still fits a file-system name once encrypted.
+    static let maximumNameLength = 150
+
+    let components: [String]
+
+    var isRoot: Bool { components.isEmpty }
+    var name: String? { components.last }
+    var parent: StorePath { StorePath(components: Array(components.dropLast())) }
+    var description: String { "/" + components.joined(separator: "/") }
+
+    init(components: [String]) { self.components = components }
+
+    /// Parses `path`.
+    ///
+    /// - Throws: `invalidPath` for an empty path, an empty, `.` or `..` component,
+    ///   a NUL byte, or a name too long to encrypt.
+    init(_ path: String) throws(DataProtectionError) {
+        guard !path.isEmpty else { throw Self.invalid(path, "the path is empty") }
+        guard !path.utf8.contains(0) else { throw Self.invalid(path, "the path contains a NUL byte") }
+        var body = Substring(path)
+        if body.hasPrefix("/") { body = body.dropFirst() }
+        if body.hasSuffix("/") { body = body.dropLast() }
+        guard !body.isEmpty else {
+            self.components = []
+            return
+        }
+        let components = body.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        for component in components {
+            switch component {
+            case "": throw Self.invalid(path, "the path has an empty component")
+            case ".", "..": throw Self.invalid(path, "the path has a `\(component)` component")
+            default:
+                guard component.utf8.count <= Self.maximumNameLength else {
+                    throw Self.invalid(path, "the name \"\(component.prefix(20))…\" is longer than \(Self.maximumNameLength) bytes")
+                }
+            }
+        }
+        self.components = components
+    }
+
+    func appending(_ name: String) -> StorePath { StorePath(components: components + [name]) }
+
+    private static func invalid(_ path: String, _ reason: String) -> DataProtectionError {
+        DataProtectionError(.invalidPath, "Invalid path \"\(path.replacingOccurrences(of: "\0", with: "\\0"))\": \(reason).",
+                            hint: "Paths are `/`-separated names inside the store, e.g. Documents/notes.txt.")
+    }
+}

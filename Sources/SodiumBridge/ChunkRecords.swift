@@ -1,0 +1,144 @@
+import CSodium
+import Foundation
+
+/// Sealing and opening of file chunk records in place, without intermediate copies.
+///
+/// A record is `nonce(24) || ciphertext || tag(16)` (XChaCha20-Poly1305, a fresh
+/// random nonce for every seal). Plaintext may live in a public `Data` (what a
+/// caller handed in or asked for) or in ``SecureBytes`` (buffers the store
+/// holds); records always live in public `Data` (they are ciphertext).
+package enum ChunkRecords {
+    /// Bytes a record adds to its plaintext: nonce and tag.
+    package static let overhead = XChaCha20Poly1305.nonceByteCount + XChaCha20Poly1305.tagByteCount
+
+    /// Seals `plaintext[range]` into `records` at `offset` (which must have room for `range.count + overhead` bytes).
+    package static func seal(
+        _ plaintext: Data, range: Range<Int>, into records: inout Data, at offset: Int,
+        key: SecureBytes, associatedData: Data
+    ) {
+        plaintext.withUnsafeBytes { source in
+            seal(UnsafeRawBufferPointer(rebasing: source[range]), into: &records, at: offset, key: key, associatedData: associatedData)
+        }
+    }
+
+    /// Seals `plaintext[range]` (secure memory) into `records` at `offset`.
+    package static func seal(
+        _ plaintext: SecureBytes, range: Range<Int>, into records: inout Data, at offset: Int,
+        key: SecureBytes, associatedData: Data
+    ) {
+        plaintext.withUnsafeBytes { source in
+            seal(UnsafeRawBufferPointer(rebasing: source[range]), into: &records, at: offset, key: key, associatedData: associatedData)
+        }
+    }
+
+    /// Opens the record `records[range]` into `plaintext` at `offset`; returns the plaintext length.
+    /// Nothing is written unless the record authenticates.
+    @discardableResult
+    package static func open(
+        _ records: Data, range: Range<Int>, into plaintext: inout Data, at offset: Int,
+        key: SecureBytes, associatedData: Data
+    ) throws(SodiumError) -> Int {
+        let length = try plaintextLength(range)
+        precondition(offset >= 0 && offset + length <= plaintext.count, "record plaintext out of bounds")
+        let ok = plaintext.withUnsafeMutableBytes { out in
+            open(records, range: range, into: out.baseAddress.map { $0 + offset }, key: key, associatedData: associatedData)
+        }
+        guard ok else { throw .authenticationFailed }
+        return length
+    }
+
+    /// Opens the record `records[range]` into secure memory at `offset`; returns the plaintext length.
+    @discardableResult
+    package static func open(
+        _ records: Data, range: Range<Int>, into plaintext: SecureBytes, at offset: Int,
+        key: SecureBytes, associatedData: Data
+    ) throws(SodiumError) -> Int {
+        let length = try plaintextLength(range)
+        precondition(offset >= 0 && offset + length <= plaintext.count, "record plaintext out of bounds")
+        let ok = plaintext.withUnsafeMutableBytes { out in
+            open(records, range: range, into: out.baseAddress.map { $0 + offset }, key: key, associatedData: associatedData)
+        }
+        guard ok else { throw .authenticationFailed }
+        return length
+    }
+
+    // MARK: - Internals
+
+    private static func plaintextLength(_ range: Range<Int>) throws(SodiumError) -> Int {
+        guard range.count >= overhead else { throw .authenticationFailed }
+        return range.count - overhead
+    }
+
+    private static func seal(
+        _ plaintext: UnsafeRawBufferPointer, into records: inout Data, at offset: Int, key: SecureBytes, associatedData: Data
+    ) {
+        Sodium.ensureInitialized()
+        precondition(key.count == XChaCha20Poly1305.keyByteCount, "chunk key must be 32 bytes")
+        precondition(offset >= 0 && offset + plaintext.count + overhead <= records.count, "record out of bounds")
+        records.withUnsafeMutableBytes { out in
+            let nonce = out.baseAddress! + offset
+            randombytes_buf(nonce, XChaCha20Poly1305.nonceByteCount)
+            let cipher = nonce + XChaCha20Poly1305.nonceByteCount
+            key.withUnsafeBytes { k in
+                associatedData.withUnsafeBytes { ad in
+                    var sealedLength: UInt64 = 0
+                    _ = crypto_aead_xchacha20poly1305_ietf_encrypt(
+                        cipher.assumingMemoryBound(to: UInt8.self), &sealedLength,
+                        plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(plaintext.count),
+                        ad.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(ad.count),
+                        nil,
+                        nonce.assumingMemoryBound(to: UInt8.self),
+                        k.baseAddress!.assumingMemoryBound(to: UInt8.self))
+                }
+            }
+        }
+    }
+
+    private static func open(
+        _ records: Data, range: Range<Int>, into out: UnsafeMutableRawPointer?, key: SecureBytes, associatedData: Data
+    ) -> Bool {
+        Sodium.ensureInitialized()
+        guard key.count == XChaCha20Poly1305.keyByteCount else { return false }
+        return records.withUnsafeBytes { raw in
+            let record = raw.baseAddress! + range.lowerBound
+            let cipher = record + XChaCha20Poly1305.nonceByteCount
+            return key.withUnsafeBytes { k in
+                associatedData.withUnsafeBytes { ad in
+                    var length: UInt64 = 0
+                    return crypto_aead_xchacha20poly1305_ietf_decrypt(
+                        out?.assumingMemoryBound(to: UInt8.self), &length, nil,
+                        cipher.assumingMemoryBound(to: UInt8.self), UInt64(range.count - XChaCha20Poly1305.nonceByteCount),
+                        ad.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(ad.count),
+                        record.assumingMemoryBound(to: UInt8.self),
+                        k.baseAddress!.assumingMemoryBound(to: UInt8.self)) == 0
+                }
+            }
+        }
+    }
+}
+
+extension SecureBytes {
+    /// A public copy of `range` (plaintext handed back to a caller who asked for it).
+    package func copyBytes(in range: Range<Int>) -> Data {
+        precondition(range.lowerBound >= 0 && range.upperBound <= count, "SecureBytes range out of bounds")
+        return withUnsafeBytes { Data(UnsafeRawBufferPointer(rebasing: $0[range])) }
+    }
+
+    /// Copies `data[range]` into these bytes at `offset`.
+    package func replaceBytes(at offset: Int, with data: Data, range: Range<Int>) {
+        precondition(offset >= 0 && offset + range.count <= count, "SecureBytes range out of bounds")
+        withUnsafeMutableBytes { out in
+            data.withUnsafeBytes { source in
+                UnsafeMutableRawBufferPointer(rebasing: out[offset..<offset + range.count])
+                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: source[range]))
+            }
+        }
+    }
+
+    /// Zeroes `range`.
+    package func zeroBytes(in range: Range<Int>) {
+        precondition(range.lowerBound >= 0 && range.upperBound <= count, "SecureBytes range out of bounds")
+        guard !range.isEmpty else { return }
+        withUnsafeMutableBytes { out in sodium_memzero(out.baseAddress! + range.lowerBound, range.count) }
+    }
+}
