@@ -216,8 +216,8 @@ extension ProtectedStore {
             case .missing:
                 guard create else { throw DataProtectionError(.fileNotFound, "No such file: \(storePath).") }
                 let parent = try directoryMetadata(at: location.parentDisk)
-                let writer = try ProtectedFileWriter(target: location.disk, protectionClass: protection ?? parent.protectionClass ?? .default,
-                                                     device: device)
+                let writer = try ProtectedFileWriter(target: location.disk, storePath: storePath,
+                                                     protectionClass: protection ?? parent.protectionClass ?? .default, device: device)
                 // Opened with the key it was written with: a class B file created while locked has no other way in.
                 let file = try register(try writer.commitAndOpen(device: device))
                 return ProtectedFileHandle(store: self, file: file, mode: mode)

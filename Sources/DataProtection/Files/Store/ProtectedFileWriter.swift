@@ -9,7 +9,9 @@ final class ProtectedFileWriter {
     /// Records sealed before one `pwrite`.
     static let batchRecords = 64
 
-    private let target: FilePath
+    /// Where the file goes on disk, and its store path (for messages).
+    let target: FilePath
+    let storePath: StorePath
     private let temporary: FilePath
     private let file: DataFileDescriptor
     private var header: FileHeader
@@ -24,9 +26,10 @@ final class ProtectedFileWriter {
     /// Starts a file of `protectionClass` to replace (or create) `target`.
     ///
     /// - Throws: `protectedDataUnavailable` when a file of that class cannot be created now.
-    init(target: FilePath, protectionClass: ProtectionClass, device: Device, creationDate: Date = Date()) throws(DataProtectionError) {
+    init(target: FilePath, storePath: StorePath, protectionClass: ProtectionClass, device: Device, creationDate: Date = Date()) throws(DataProtectionError) {
         (header, keys) = try OpenFile.newHeader(protectionClass: protectionClass, device: device, now: creationDate)
         self.target = target
+        self.storePath = storePath
         let name = target.lastComponent?.string ?? "file"
         temporary = target.removingLastComponent().appending(
             AtomicFileWriter.temporaryPrefix + String(name.prefix(32)) + "-" + Base64URL.encode(Random.bytes(count: 6)))

@@ -50,9 +50,18 @@ extension ProtectedStore {
         at path: String, protection: ProtectionClass?, exclusive: Bool,
         _ fill: (ProtectedFileWriter) throws(DataProtectionError) -> Void
     ) throws(DataProtectionError) -> UInt64 {
+        let writer = try prepareWriter(at: path, protection: protection, exclusive: exclusive)
+        try fill(writer)
+        return try commit(writer, exclusive: exclusive)
+    }
+
+    /// Resolves `path` (creating missing parents), picks the class and starts a
+    /// writer on a temporary file beside the target. The content is encrypted
+    /// outside the name-space lock; ``commit(_:exclusive:)`` takes it again.
+    func prepareWriter(at path: String, protection: ProtectionClass?, exclusive: Bool) throws(DataProtectionError) -> ProtectedFileWriter {
         let storePath = try StorePath(path)
-        guard let name = storePath.name else { throw DataProtectionError(.isADirectory, "The store root is a directory.") }
-        return try namespace.locked { () throws(DataProtectionError) -> UInt64 in
+        guard !storePath.isRoot else { throw DataProtectionError(.isADirectory, "The store root is a directory.") }
+        return try namespace.locked { () throws(DataProtectionError) -> ProtectedFileWriter in
             let parent = try makeDirectories(storePath.parent, protection: nil)
             let location = try locate(storePath)
             var protectionClass = protection
@@ -61,14 +70,23 @@ extension ProtectedStore {
                 throw DataProtectionError(.isADirectory, "\(storePath) is a directory.")
             case .file:
                 if exclusive { throw DataProtectionError(.fileExists, "\(storePath) already exists.") }
+                // Replacing content never silently lowers protection.
                 if protectionClass == nil { protectionClass = try OpenFile.peekHeader(at: location.disk).protectionClass }
             case .missing:
                 break
             }
-            let resolved = protectionClass ?? parent.protectionClass ?? .default
-            let writer = try ProtectedFileWriter(target: location.disk, protectionClass: resolved, device: device)
-            _ = name
-            try fill(writer)
+            return try ProtectedFileWriter(target: location.disk, storePath: storePath,
+                                           protectionClass: protectionClass ?? parent.protectionClass ?? .default, device: device)
+        }
+    }
+
+    /// Renames a finished writer's file into place, durably.
+    @discardableResult
+    func commit(_ writer: ProtectedFileWriter, exclusive: Bool) throws(DataProtectionError) -> UInt64 {
+        try namespace.locked { () throws(DataProtectionError) -> UInt64 in
+            if exclusive, try Self.kind(of: writer.target) != .missing {
+                throw DataProtectionError(.fileExists, "\(writer.storePath) already exists.")
+            }
             let length = writer.length
             try writer.commit()
             return length

@@ -1,0 +1,141 @@
+import Dispatch
+import Foundation
+
+extension ProtectedStore {
+    /// The contents of the file at `path` as an asynchronous sequence of pieces of
+    /// up to `chunkSize` bytes, read with constant memory whatever the file's size.
+    ///
+    /// The file is opened at the first `next()`; every piece is read (and its class
+    /// key checked) when it is asked for, so a `complete` file stops yielding once
+    /// the device locks.
+    public func chunks(atPath path: String, chunkSize: Int = 1 << 20) -> ProtectedChunks {
+        ProtectedChunks(store: self, path: path, chunkSize: max(1, chunkSize))
+    }
+
+    /// The lines of the file at `path` (UTF-8, split at `\n`, a trailing `\r`
+    /// removed), read with constant memory whatever the file's size: the
+    /// protected counterpart of the line-by-line background reader.
+    public func lines(atPath path: String) -> ProtectedLines {
+        ProtectedLines(chunks: chunks(atPath: path, chunkSize: 64 * 1024))
+    }
+
+    /// Writes the file at `path` from an asynchronous sequence of pieces, with
+    /// constant memory; atomic, with the rules of ``write(_:to:protection:options:)``.
+    public func write<S: AsyncSequence>(
+        contentsOf sequence: S, to path: String, protection: ProtectionClass? = nil, exclusive: Bool = false
+    ) async throws where S.Element == Data {
+        let writer = try prepareWriter(at: path, protection: protection, exclusive: exclusive)
+        for try await piece in sequence {
+            try writer.append(piece)
+        }
+        try commit(writer, exclusive: exclusive)
+    }
+}
+
+/// The pieces of a protected file, as an `AsyncSequence` (see ``ProtectedStore/chunks(atPath:chunkSize:)``).
+public struct ProtectedChunks: AsyncSequence, Sendable {
+    public typealias Element = Data
+    let store: ProtectedStore
+    let path: String
+    let chunkSize: Int
+
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(store: store, path: path, chunkSize: chunkSize)
+    }
+
+    /// Reads the next piece on demand.
+    public struct Iterator: AsyncIteratorProtocol {
+        let store: ProtectedStore
+        let path: String
+        let chunkSize: Int
+        var handle: ProtectedFileHandle?
+        var finished = false
+
+        public mutating func next() async throws -> Data? {
+            guard !finished else { return nil }
+            do {
+                if handle == nil { handle = try store.fileHandle(forReadingAtPath: path) }
+                let piece = try handle!.read(upToCount: chunkSize)
+                if piece.isEmpty {
+                    finished = true
+                    try handle?.close()
+                    handle = nil
+                    return nil
+                }
+                return piece
+            } catch {
+                finished = true
+                try? handle?.close()
+                handle = nil
+                throw error
+            }
+        }
+    }
+}
+
+/// The lines of a protected file, as an `AsyncSequence` (see ``ProtectedStore/lines(atPath:)``).
+public struct ProtectedLines: AsyncSequence, Sendable {
+    public typealias Element = String
+    let chunks: ProtectedChunks
+
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(chunks: chunks.makeAsyncIterator())
+    }
+
+    /// Splits pieces into lines, keeping only the unfinished line between pieces.
+    public struct Iterator: AsyncIteratorProtocol {
+        var chunks: ProtectedChunks.Iterator
+        var pending = Data()
+        var ended = false
+
+        public mutating func next() async throws -> String? {
+            while true {
+                if let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                    var line = pending[pending.startIndex..<newline]
+                    if line.last == UInt8(ascii: "\r") { line = line.dropLast() }
+                    pending = Data(pending[(newline + 1)...])
+                    return String(decoding: line, as: UTF8.self)
+                }
+                if ended {
+                    guard !pending.isEmpty else { return nil }
+                    defer { pending = Data() }
+                    return String(decoding: pending, as: UTF8.self)
+                }
+                if let piece = try await chunks.next() {
+                    pending.append(piece)
+                } else {
+                    ended = true
+                }
+            }
+        }
+    }
+}
+
+extension ProtectedFileHandle {
+    private static let ioQueue = DispatchQueue(label: "DataProtection.io", qos: .userInitiated, attributes: .concurrent)
+
+    /// Reads up to `count` bytes at `offset` off the caller's thread, leaving the
+    /// handle's offset alone: the protected counterpart of a random-access
+    /// dispatch I/O channel read.
+    public func readData(atOffset offset: UInt64, upToCount count: Int) async throws(DataProtectionError) -> Data {
+        try await Self.perform { () throws(DataProtectionError) -> Data in try self.read(atOffset: offset, upToCount: count) }
+    }
+
+    /// Writes `data` at `offset` off the caller's thread (in append mode: at the end).
+    public func writeData(_ data: Data, atOffset offset: UInt64) async throws(DataProtectionError) {
+        try await Self.perform { () throws(DataProtectionError) in try self.write(contentsOf: data, atOffset: offset) }
+    }
+
+    private static func perform<R: Sendable>(_ body: @escaping @Sendable () throws(DataProtectionError) -> R) async throws(DataProtectionError) -> R {
+        let result: Result<R, DataProtectionError> = await withCheckedContinuation { continuation in
+            ioQueue.async {
+                do throws(DataProtectionError) {
+                    continuation.resume(returning: .success(try body()))
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+        }
+        return try result.get()
+    }
+}
