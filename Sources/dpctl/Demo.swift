@@ -6,7 +6,7 @@ import Synchronization
 /// `dpctl demo`: a narrated tour of the device on a temporary directory.
 struct Demo: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "A narrated tour: protection classes, lock and grace period, throttling, erase.",
+        abstract: "A narrated tour: files of every class, lock and grace period, handles, throttling, erase.",
         discussion: """
             Runs on a temporary device (removed afterwards) with a virtual clock, so the \
             grace period, the 48 h inactivity expiry and the passcode delays happen at once. \
@@ -36,12 +36,13 @@ private struct Tour {
     let wall = ContinuousClock()
 
     func run() throws(DataProtectionError) {
-        print("DataProtection demo: a simulated device in \(directory.path)")
-        print("(virtual clock: waits happen instantly; Argon2id runs for real)\n")
+        print("DataProtection demo: a simulated device and its protected store in \(directory.path)")
+        print("(virtual clock: waits happen instantly; Argon2id and the encryption run for real)")
 
-        let device = try Device(
+        let store = try ProtectedStore(
             directory: directory, clock: clock,
             configuration: DeviceConfiguration(gracePeriod: .seconds(10), eraseAfterFailedAttempts: 10))
+        let device = store.device
         let events = EventLog()
         let observation = device.addObserver { events.append($0) }
         defer { observation.cancel() }
@@ -55,25 +56,65 @@ private struct Tour {
         if let (operations, memory) = device.passcodeDerivation {
             say("Argon2id parameters chosen: \(operations) passes over \(memory >> 20) MiB")
         }
-        show(device)
 
-        section("3. Lock with a 10 s grace period")
+        section("3. One file of every class in Documents/, and two open handles")
+        for protectionClass in ProtectionClass.allCases {
+            try store.write(Data("secret kept under \(protectionClass)\n".utf8), to: "Documents/\(protectionClass).txt",
+                            protection: protectionClass)
+        }
+        say("ls Documents: \(try store.contentsOfDirectory(atPath: "Documents").joined(separator: "  "))")
+        let onDisk = (try? FileManager.default.subpathsOfDirectory(atPath: directory.appendingPathComponent("files").path)) ?? []
+        say("on disk the names are encrypted, e.g. \(onDisk.first { $0.count > 40 }.map { String($0.prefix(44)) + "…" } ?? "?")")
+        let diary = try store.openFile(atPath: "Documents/diary.txt", create: true, protection: .complete)
+        try diary.write(contentsOf: Data("dear diary, ".utf8))
+        let upload = try store.openFile(atPath: "Documents/upload.part", create: true, protection: .completeUnlessOpen)
+        try upload.write(contentsOf: Data("part 1; ".utf8))
+        say("opened Documents/diary.txt (complete) and Documents/upload.part (completeUnlessOpen), wrote to both")
+
+        section("4. Lock with a 10 s grace period")
         let lockStart = wall.now
         device.lock()
         let lockTime = wall.now - lockStart
         say("events: \(events.drain())")
         clock.advance(by: .seconds(5))
-        say("t+5 s (inside the grace period):")
-        show(device)
+        say("t+5 s, inside the grace period:")
+        attempt("read Documents/complete.txt") { () throws(DataProtectionError) in _ = try store.contents(atPath: "Documents/complete.txt") }
         clock.advance(by: .seconds(5))
-        say("t+10 s (grace over: class A key and class B secret key wiped):")
+        say("t+10 s, grace over: the class A key and the class B secret key are wiped")
         show(device)
+        for protectionClass in ProtectionClass.allCases {
+            attempt("read Documents/\(protectionClass).txt") { () throws(DataProtectionError) in
+                _ = try store.contents(atPath: "Documents/\(protectionClass).txt")
+            }
+        }
+        attempt("write through the open complete handle") { () throws(DataProtectionError) in
+            try diary.write(contentsOf: Data("more".utf8))
+        }
+        attempt("write through the open completeUnlessOpen handle") { () throws(DataProtectionError) in
+            try upload.write(contentsOf: Data("part 2".utf8))
+        }
+        attempt("create and write a new completeUnlessOpen file while locked") { () throws(DataProtectionError) in
+            try store.write(Data("made while locked".utf8), to: "Documents/inbox.msg", protection: .completeUnlessOpen)
+        }
+        attempt("create a new complete file while locked") { () throws(DataProtectionError) in
+            try store.write(Data("no".utf8), to: "Documents/new.txt", protection: .complete)
+        }
+        attempt("list, stat and rename work in every state") { () throws(DataProtectionError) in
+            _ = try store.attributesOfItem(atPath: "Documents/complete.txt")
+            try store.moveItem(atPath: "Documents/inbox.msg", toPath: "Documents/inbox-1.msg")
+        }
+        try upload.close()
+        attempt("reopen the completeUnlessOpen file once closed") { () throws(DataProtectionError) in
+            _ = try store.contents(atPath: "Documents/upload.part")
+        }
 
-        section("4. 48 h of continuous lock: class `completeWhenUserInactive` goes too")
+        section("5. 48 h of continuous lock: class `completeWhenUserInactive` goes too")
         clock.advance(by: .seconds(48 * 3600))
-        show(device)
+        attempt("read Documents/completeWhenUserInactive.txt") { () throws(DataProtectionError) in
+            _ = try store.contents(atPath: "Documents/completeWhenUserInactive.txt")
+        }
 
-        section("5. Wrong passcodes: Apple's escalating delays")
+        section("6. Wrong passcodes: Apple's escalating delays")
         for attempt in 1...5 {
             try? attemptUnlock(device, "000\(attempt)")
         }
@@ -87,8 +128,14 @@ private struct Tour {
         try? attemptUnlock(device, "0006")
         try attemptUnlock(device, "1234")
         say("events: \(events.drain())")
+        attempt("the same complete handle works again") { () throws(DataProtectionError) in
+            try diary.write(contentsOf: Data("written after unlock".utf8))
+            try diary.close()
+        }
+        say("Documents/diary.txt: \"\(String(decoding: try store.contents(atPath: "Documents/diary.txt"), as: UTF8.self))\"")
+        say("Documents/upload.part: \"\(String(decoding: try store.contents(atPath: "Documents/upload.part"), as: UTF8.self))\"")
 
-        section("6. Reboot: every class but `none` needs the first unlock again")
+        section("7. Reboot: every class but `none` needs the first unlock again")
         try device.reboot()
         show(device)
         let unlockStart = wall.now
@@ -96,14 +143,15 @@ private struct Tour {
         let unlockTime = wall.now - unlockStart
         say("unlock 1234: ok")
 
-        section("7. Timing on this machine (wall clock)")
+        section("8. Timing on this machine (wall clock)")
         if let (operations, memory) = device.passcodeDerivation {
             let kdf = try PasscodeCost.measureDerivation(operations: operations, memoryBytes: memory)
             say("unlock: \(format(unlockTime)) = Argon2id \(format(kdf)) + the rest \(format(unlockTime - kdf))")
         }
         say("lock (post the notification, schedule discards): \(format(lockTime))")
 
-        section("8. Ten consecutive failures erase the device (erase-after-10 is on)")
+        section("9. Ten consecutive failures erase the device (erase-after-10 is on)")
+        device.lock()
         for attempt in 0..<30 {
             guard let error = failure(of: { () throws(DataProtectionError) in try device.unlock(passcode: "9\(attempt)") }) else { continue }
             if error.code == .passcodeAttemptsDelayed {
@@ -114,7 +162,17 @@ private struct Tour {
             }
         }
         say("after erase: state \(device.state), passcode set: \(device.hasPasscode), failed attempts: \(device.failedPasscodeAttempts)")
-        print("\nDone. Protected files (`put`, `get`, handles) arrive with the protected-file store.")
+        say("files left: \(try store.contentsOfDirectory(atPath: "/").count)")
+        print("\nDone.")
+    }
+
+    /// Runs one step and narrates its outcome: `ok`, or the error code and why.
+    private func attempt(_ what: String, _ body: () throws(DataProtectionError) -> Void) {
+        if let error = failure(of: body) {
+            say("\(what): \(error.code.rawValue)")
+        } else {
+            say("\(what): ok")
+        }
     }
 
     private func attemptUnlock(_ device: Device, _ passcode: String) throws(DataProtectionError) {

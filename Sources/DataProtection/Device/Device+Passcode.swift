@@ -110,7 +110,8 @@ extension Device {
         var pending = record
         pending.failures = record.failures == .max ? .max : record.failures + 1
         pending.lastFailure = now
-        try storeAttempts(pending)
+        // Durable before the verdict: cutting the power after seeing the answer must not refund the attempt.
+        try storeAttempts(pending, durable: true)
 
         let keybag = core.withLock { $0.keybag }
         // Without a passcode only the empty passcode is right: nothing to derive otherwise.
@@ -168,13 +169,16 @@ extension Device {
         }
         logger.warning("the passcode attempt counter is missing or does not authenticate; applying the longest delay")
         let punitive = AttemptRecord.punitive(at: now)
-        try storeAttempts(punitive)
+        try storeAttempts(punitive, durable: true)
         return punitive
     }
 
-    private func storeAttempts(_ record: AttemptRecord) throws(DataProtectionError) {
+    /// Writes the record. Only the increment before a verdict must be durable:
+    /// losing any later write to a power cut leaves the count higher, never lower
+    /// (or, with a torn file, the longest delay).
+    private func storeAttempts(_ record: AttemptRecord, durable: Bool = false) throws(DataProtectionError) {
         let counterKey = core.withLock { $0.counterKey }
-        try files.writeAttempts(record, macKey: counterKey)
+        try files.writeAttempts(record, macKey: counterKey, durable: durable)
         core.withLock { $0.attempts = record }
     }
 }

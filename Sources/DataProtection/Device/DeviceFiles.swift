@@ -73,7 +73,7 @@ struct DeviceFiles: Sendable {
         return try? AttemptRecord.decode(file, macKey: macKey)
     }
 
-    func writeAttempts(_ record: AttemptRecord, macKey: SecureBytes) throws(DataProtectionError) {
-        try writer.write([.data(record.encoded(macKey: macKey))], to: attempts)
+    func writeAttempts(_ record: AttemptRecord, macKey: SecureBytes, durable: Bool = true) throws(DataProtectionError) {
+        try writer.write([.data(record.encoded(macKey: macKey))], to: attempts, durable: durable)
     }
 }

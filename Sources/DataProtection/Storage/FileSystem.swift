@@ -61,8 +61,10 @@ package struct AtomicFileWriter: Sendable {
         self.fileSystem = fileSystem
     }
 
-    /// Replaces (or creates) the file at `path` with `parts`, durably.
-    package func write(_ parts: [FileBytes], to path: FilePath) throws(DataProtectionError) {
+    /// Replaces (or creates) the file at `path` with `parts`; durably unless
+    /// `durable` is false (then still atomic against a process crash, and a
+    /// power cut may leave the old file, or one that fails to parse).
+    package func write(_ parts: [FileBytes], to path: FilePath, durable: Bool = true) throws(DataProtectionError) {
         guard let name = path.lastComponent?.string else {
             throw .invalidArgument("No file name in \(path).")
         }
@@ -74,7 +76,7 @@ package struct AtomicFileWriter: Sendable {
             for part in parts {
                 try fileSystem.write(part, to: descriptor, path: temporary)
             }
-            try fileSystem.synchronize(descriptor, path: temporary)
+            if durable { try fileSystem.synchronize(descriptor, path: temporary) }
         } catch {
             try? fileSystem.close(descriptor, path: temporary)
             try? fileSystem.removeFile(at: temporary)
@@ -87,7 +89,7 @@ package struct AtomicFileWriter: Sendable {
             try? fileSystem.removeFile(at: temporary)
             throw error
         }
-        try fileSystem.synchronizeDirectory(at: directory)
+        if durable { try fileSystem.synchronizeDirectory(at: directory) }
     }
 
     /// Removes temporary files left in `directory` by an interrupted write.
