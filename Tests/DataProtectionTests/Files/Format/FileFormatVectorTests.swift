@@ -1,0 +1,194 @@
+import Foundation
+import SystemPackage
+import Testing
+@testable import DataProtection
+import SodiumBridge
+
+/// Runs the known-answer vectors of `Keys/vectors/files` and `Keys/vectors/names`
+/// (see `Keys/README.md` and `Keys/file-format.md`).
+///
+/// The vectors come from an independent implementation of the format
+/// (`Keys/vectors/generate_files.py`). Each file vector is opened twice:
+///
+/// - step by step, as `file-format.md` §7 says (``FormatSpecReader``), with the
+///   implementation's own pieces (`FileHeader.parse`, `FileKeys`,
+///   `ChunkRecords.open`) cross-checked at every step, so that a refusal is
+///   seen at the step the vector names;
+/// - through the real code path: a `Device` booted from a keybag that holds the
+///   vector's class keys, `OpenFile.open` and `OpenFile.read`.
+@Suite("File format vectors")
+struct FileFormatVectorTests {
+    /// At commit dc69f5d, `OpenFile` closes its descriptor twice: in `close(flushing:)` and again in
+    /// its deinit, and in `open(at:device:)` when `recover()` rejects a slot (the rejected
+    /// `OpenFile`'s deinit closes the descriptor the next slot and the final `close` still use).
+    /// With tests running in parallel, the second close can hit a descriptor another test has
+    /// just opened, so vectors refused at the size step are not run through `OpenFile` while
+    /// this is true. Set it to `false` once both double closes are fixed.
+    static let openFileClosesItsDescriptorTwice = true
+
+    // MARK: - Protected files
+
+    @Test("Protected-file vector", arguments: FormatVectorFile.names(in: "files"))
+    func protectedFile(_ name: String) throws {
+        let vector = try FormatVectorFile(name)
+        let expect = try vector.field("expect")
+        let classByte = try #require(FormatSpec.classByte(named: try vector.field("class")), "unknown class")
+        let keys = try FormatSpecKeys(vector: vector)
+        if classByte == FormatSpec.classB {
+            #expect(X25519.publicKey(for: keys.classBSecret) == keys.classBPublic, "class-b-public is X25519Base(class-b-secret)")
+        }
+
+        // Step by step.
+        let opening = FormatSpecReader.open(vector.payload, keys: keys)
+        switch expect {
+        case "success":
+            #expect(opening.failure == nil, "refused at \(opening.failure?.rawValue ?? "-")")
+            let current = try #require(opening.current)
+            #expect(current.slot == Int(try vector.field("current-slot")))
+            #expect(current.header.generation == UInt64(try vector.field("generation")))
+            #expect(current.header.classByte == classByte, "the current header's class")
+            #expect(opening.plaintext == (try vector.hex("plaintext")))
+            #expect(current.header.length == UInt64(try vector.hex("plaintext").count))
+            if current.header.padding.allSatisfy({ $0 == 0 }) {
+                // The implementation encodes the slot it parsed byte for byte.
+                let parsed = try #require(FileHeader.parse(slot: current.header.bytes))
+                let fileKey = try #require(FormatSpecReader.unwrap(current.header, keys: keys))
+                let fileKeys = FileKeys(fileKey: fileKey)
+                defer { fileKeys.wipe() }
+                #expect(parsed.header.encodedSlot(macKey: fileKeys.macKey) == current.header.bytes)
+            }
+        case "integrityFailure":
+            let step = try #require(FormatSpecStep(rawValue: try vector.field("fails-at")), "unknown fails-at")
+            #expect(opening.failure == step,
+                    "refused at \(opening.failure?.rawValue ?? "no step (it opened)"); the vector expects \(step)")
+            #expect(opening.plaintext == nil)
+        default:
+            Issue.record("\(name): unknown expect \(expect)")
+        }
+
+        // The real code path.
+        if let hazard = opening.implementationHazard {
+            withKnownIssue("not run through OpenFile: \(hazard)") { Issue.record("\(name): \(hazard)") }
+            return
+        }
+        if Self.openFileClosesItsDescriptorTwice, opening.rejected.contains(where: { $0.step == .size }) {
+            // When recover() rejects a slot, the rejected OpenFile closes the shared descriptor in
+            // its deinit and OpenFile.open closes it again (or tries the other slot on it).
+            withKnownIssue("OpenFile.open closes the descriptor twice when a slot fails the size check") {
+                Issue.record("\(name): not run through OpenFile (a double close could hit another test's descriptor)")
+            }
+            return
+        }
+        try withFormatScratchDirectory { directory in
+            var slotKeys: [KeybagSlot: Data] = [:]
+            if classByte == FormatSpec.classB {
+                slotKeys[.completeUnlessOpenSecret] = try vector.hex("class-b-secret")
+            } else {
+                let key = try vector.hex("class-key")
+                for slot in [KeybagSlot.complete, .completeUntilFirstUserAuthentication, .completeWhenUserInactive, .none] {
+                    slotKeys[slot] = key
+                }
+            }
+            let device = try FormatVectorDevice.boot(at: directory.appendingPathComponent("device"), keys: slotKeys)
+            let path = directory.appendingPathComponent("file")
+            try vector.payload.write(to: path)
+            let content: Data
+            do throws(DataProtectionError) {
+                // Not closed explicitly: `close(flushing:)` and the deinit both close the descriptor
+                // (see openFileClosesItsDescriptorTwice); the deinit alone closes it once.
+                let file = try OpenFile.open(at: FilePath(path.path), device: device)
+                #expect(FileHeader.classByte(file.protectionClass) == opening.current?.header.classByte)
+                content = try file.read(at: 0, count: Int(file.currentSize))
+            } catch {
+                #expect(expect == "integrityFailure" && error.code == .integrityFailure,
+                        "OpenFile threw \(error); the vector expects \(expect)")
+                return
+            }
+            #expect(expect == "success", "OpenFile read \(content.count) bytes; the vector expects \(expect)")
+            if expect == "success" {
+                #expect(content == (try vector.hex("plaintext")))
+            }
+            #expect(try Data(contentsOf: path) == vector.payload, "opening and reading leave the file as it was")
+        }
+    }
+
+    // MARK: - Names and dpdir
+
+    @Test("Name vector", arguments: FormatVectorFile.names(in: "names"))
+    func encryptedName(_ name: String) throws {
+        let vector = try FormatVectorFile(name)
+        let expect = try vector.field("expect")
+        let failsAt = vector.fields["fails-at"]
+        let metadataKeyBytes = try vector.hex("metadata-key")
+        let metadataKey = SecureBytes.formatVector(metadataKeyBytes)
+        let directoryBytes = try vector.hex("dpdir")
+        let encoded = try #require(String(data: vector.payload, encoding: .utf8), "the payload is ASCII")
+        let plain = try vector.fields["name"].map { Data($0.utf8) } ?? vector.hex("name-hex")
+        #expect(expect == "success" ? failsAt == nil : (failsAt == "dpdir" || failsAt == "name"))
+
+        try withFormatScratchDirectory { directory in
+            let device = try FormatVectorDevice.boot(at: directory, keys: [.metadata: metadataKeyBytes])
+
+            // The dpdir, by the implementation and by §11.2.
+            let spec = FormatSpecNames.decodeDirectory(metadataKey: metadataKey, directoryBytes)
+            var metadata: DirectoryMetadata?
+            do throws(DataProtectionError) {
+                metadata = try DirectoryMetadata.decode(directoryBytes, device: device)
+            } catch {
+                #expect(failsAt == "dpdir" && error.code == .integrityFailure, "DirectoryMetadata.decode threw \(error)")
+            }
+            #expect((spec != nil) == (metadata != nil), "DirectoryMetadata.decode and §11.2 disagree")
+            if failsAt == "dpdir" {
+                #expect(metadata == nil, "a dpdir the vector calls bad was accepted")
+                return
+            }
+            let directoryMetadata = try #require(metadata)
+            let id = try vector.hex("directory-id")
+            #expect(directoryMetadata.id == id)
+            #expect(spec?.id == id)
+            if expect == "success" {
+                let classByte = try #require(UInt8(try vector.field("directory-class")))
+                #expect(directoryMetadata.protectionClass.map(FileHeader.classByte) ?? 0 == classByte)
+                #expect(try directoryMetadata.encoded(device: device) == directoryBytes, "the dpdir encoding is canonical")
+            }
+
+            // The name.
+            let decrypted = try NameCipher.decrypt(encoded, directoryID: id, device: device)
+            let specDecrypted = FormatSpecNames.decrypt(metadataKey: metadataKey, directoryID: id, encoded: encoded)
+            if expect == "success" {
+                let text = try #require(String(data: plain, encoding: .utf8))
+                #expect(decrypted == text)
+                #expect(specDecrypted == plain)
+                #expect(try NameCipher.encrypt(text, directoryID: id, device: device) == encoded)
+                #expect(try FormatSpecNames.encrypt(metadataKey: metadataKey, directoryID: id, name: plain) == encoded)
+                #expect(encoded.utf8.count == FormatSpecNames.encodedLength(nameByteCount: plain.count))
+            } else {
+                #expect(specDecrypted == nil)
+                if FormatSpecNames.decode(encoded) == nil, Base64URL.decode(encoded) != nil {
+                    withKnownIssue("Base64URL.decode accepts a non-canonical encoding (file-format.md §10)") {
+                        #expect(decrypted == nil, "\(encoded) decrypted to \(decrypted ?? "")")
+                    }
+                } else {
+                    #expect(decrypted == nil, "\(encoded) decrypted to \(decrypted ?? "")")
+                }
+            }
+        }
+    }
+
+    // MARK: - The folders themselves
+
+    /// An emptied folder would make the parameterised tests above pass vacuously.
+    @Test("Vector folders hold every kind of vector")
+    func foldersAreComplete() throws {
+        let files = try FormatVectorFile.names(in: "files").map { try FormatVectorFile($0) }
+        #expect(files.count >= 50, "\(FormatVectorFile.folder.path)/files holds \(files.count) vectors")
+        let steps = Set(files.compactMap { $0.fields["fails-at"] })
+        #expect(steps == Set(FormatSpecStep.allCases.map(\.rawValue)), "every step of §7 has a vector: \(steps)")
+        let classes = Set(files.filter { $0.fields["expect"] == "success" }.compactMap { $0.fields["class"] })
+        #expect(classes.count == 5, "a success vector for every class: \(classes)")
+        let names = try FormatVectorFile.names(in: "names").map { try FormatVectorFile($0) }
+        #expect(names.count >= 15)
+        #expect(Set(names.compactMap { $0.fields["fails-at"] }) == ["dpdir", "name"])
+        #expect(names.contains { $0.fields["expect"] == "success" })
+    }
+}
