@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v13)],
     products: [
         .library(name: "DataProtection", targets: ["DataProtection"]),
+        .library(name: "DataProtectionScenarios", targets: ["DataProtectionScenarios"]),
         .executable(name: "dpctl", targets: ["dpctl"]),
     ],
     dependencies: [
@@ -34,10 +35,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The scenario language: parser, runner, reports and the Swift `Timeline` API.
+        .target(
+            name: "DataProtectionScenarios",
+            dependencies: ["DataProtection"]
+        ),
         .executableTarget(
             name: "dpctl",
             dependencies: [
                 "DataProtection",
+                "DataProtectionScenarios",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -49,6 +56,10 @@ let package = Package(
         .testTarget(
             name: "DataProtectionTests",
             dependencies: ["DataProtection", "SodiumBridge"]
+        ),
+        .testTarget(
+            name: "DataProtectionScenariosTests",
+            dependencies: ["DataProtectionScenarios", "DataProtection"]
         ),
         .testTarget(
             name: "dpctlTests",

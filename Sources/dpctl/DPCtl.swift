@@ -22,7 +22,7 @@ struct DPCtl: ParsableCommand {
         abstract: "iOS-style Data Protection for any program: a simulated device with protection classes.",
         discussion: "Run `dpctl demo` for a narrated tour.",
         version: "0.1.0",
-        subcommands: [Demo.self]
+        subcommands: [Demo.self, Scenario.self]
     )
 }
 

@@ -1,0 +1,78 @@
+import Foundation
+
+/// Why a scenario (or a scenario file) failed.
+public struct ScenarioFailure: Sendable, Hashable, Codable {
+    /// What kind of failure.
+    public enum Kind: String, Sendable, Hashable, Codable {
+        /// The file does not follow the language; nothing in it ran.
+        case syntax
+        /// The file or directory could not be read.
+        case file
+        /// A step did not produce what it expected.
+        case expectation
+    }
+
+    public var kind: Kind
+    /// Where: the failing statement (for a syntax error, the offending token).
+    public var location: ScenarioLocation
+    /// The statement as written, when a statement failed.
+    public var statement: String?
+    /// What was expected, e.g. `error protectedDataUnavailable`.
+    public var expected: String
+    /// What happened (or, for a syntax error, what was found), e.g. `ok`.
+    public var actual: String
+
+    public init(kind: Kind, location: ScenarioLocation, statement: String? = nil, expected: String, actual: String) {
+        self.kind = kind
+        self.location = location
+        self.statement = statement
+        self.expected = expected
+        self.actual = actual
+    }
+
+    /// `expected …, got …` (for a syntax error: `expected …, found …`).
+    public var message: String {
+        "expected \(expected), \(kind == .syntax ? "found" : "got") \(actual)"
+    }
+}
+
+/// How one scenario went (or one file that could not run).
+public struct ScenarioResult: Sendable, Hashable, Codable {
+    /// The scenario's title; for a file that could not run, the file.
+    public var title: String
+    /// Where the scenario starts.
+    public var location: ScenarioLocation
+    /// `nil` when the scenario passed.
+    public var failure: ScenarioFailure?
+    /// How many steps ran (the failing one included).
+    public var stepsRun: Int
+
+    public init(title: String, location: ScenarioLocation, failure: ScenarioFailure? = nil, stepsRun: Int = 0) {
+        self.title = title
+        self.location = location
+        self.failure = failure
+        self.stepsRun = stepsRun
+    }
+
+    public var passed: Bool { failure == nil }
+
+    /// The runner's output line: `PASS <title>`, `FAIL <title> (<file>:<line>): <expected>, <got>`,
+    /// or for a syntax error `FAIL <file> (<file>:<line>:<column>): expected …, found …`.
+    public var summary: String {
+        guard let failure else { return "PASS \(title)" }
+        let place = switch failure.kind {
+        case .syntax: "\(failure.location):\(failure.location.column)"
+        case .file: failure.location.file
+        case .expectation: "\(failure.location)"
+        }
+        return "FAIL \(title) (\(place)): \(failure.message)"
+    }
+
+    /// A file that does not parse: one failure for the whole file.
+    static func syntaxError(_ error: ScenarioSyntaxError) -> ScenarioResult {
+        ScenarioResult(
+            title: error.file, location: ScenarioLocation(file: error.file, line: error.line, column: error.column),
+            failure: ScenarioFailure(kind: .syntax, location: ScenarioLocation(file: error.file, line: error.line, column: error.column),
+                                     expected: error.expected, actual: error.found))
+    }
+}

@@ -1,0 +1,187 @@
+import DataProtection
+import Foundation
+import Synchronization
+
+/// One scenario being run: its device, store, clock, event log and named handles,
+/// in a temporary directory of its own.
+final class ScenarioSession {
+    let scenario: Scenario
+    let directory: URL
+    let clock = VirtualClock()
+    private(set) var store: ProtectedStore?
+    private var observation: DeviceObservation?
+    private let events = EventLog()
+    private var handles: [String: ProtectedFileHandle] = [:]
+
+    init(scenario: Scenario, in parent: URL) {
+        self.scenario = scenario
+        directory = parent.appendingPathComponent("dp-scenario-\(UUID().uuidString)", isDirectory: true)
+    }
+
+    /// Runs every step until the first that fails; always cleans up.
+    func run() -> ScenarioResult {
+        defer { tearDown() }
+        var result = ScenarioResult(title: scenario.title, location: scenario.location)
+        do throws(DataProtectionError) {
+            try setUp()
+        } catch {
+            let location = scenario.setup.location ?? scenario.location
+            result.failure = ScenarioFailure(kind: .expectation, location: location, statement: "device",
+                                             expected: "ok", actual: Outcome.failed(error).description)
+            return result
+        }
+        for step in scenario.steps {
+            result.stepsRun += 1
+            if let mismatch = perform(step) {
+                result.failure = ScenarioFailure(kind: .expectation, location: step.location, statement: step.source,
+                                                 expected: mismatch.expected, actual: mismatch.actual)
+                break
+            }
+        }
+        return result
+    }
+
+    // MARK: - Set-up and tear-down
+
+    /// The `device` statement: a fresh store on a virtual clock at 0.
+    private func setUp() throws(DataProtectionError) {
+        let store = try ProtectedStore(directory: directory, clock: clock, configuration: scenario.setup.configuration)
+        self.store = store
+        let events = events
+        observation = store.device.addObserver { events.append($0) }
+        if let passcode = scenario.setup.passcode {
+            // `device passcode=<p>`: a booted device that has this passcode. Setting a
+            // passcode needs the device unlocked, so unlock, set it, reboot; the unlock's
+            // notification is then forgotten, so `expect events` starts from nothing.
+            try store.device.unlock()
+            try store.device.setPasscode(passcode)
+            try store.device.reboot()
+            events.removeAll()
+        }
+    }
+
+    private func tearDown() {
+        for handle in handles.values { try? handle.close() }
+        handles.removeAll()
+        observation?.cancel()
+        observation = nil
+        store = nil
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    // MARK: - Steps
+
+    /// `nil` when the step produced what it expected.
+    private func perform(_ step: Step) -> Mismatch? {
+        guard let store else { return Mismatch(expected: "a device", actual: "none") }
+        if case .expect(let check) = step.action {
+            if case .error = step.expectation {
+                return Mismatch(expected: step.expectation.description, actual: "an expect statement, which cannot fail with an error")
+            }
+            return self.check(check, device: store.device)
+        }
+        let outcome: Outcome
+        do throws(DataProtectionError) {
+            outcome = try execute(step.action, store: store)
+        } catch {
+            outcome = .failed(error)
+        }
+        return step.expectation.mismatch(with: outcome)
+    }
+
+    private func execute(_ action: Action, store: ProtectedStore) throws(DataProtectionError) -> Outcome {
+        let device = store.device
+        switch action {
+        case .unlock(let passcode): try device.unlock(passcode: passcode)
+        case .lock: device.lock()
+        case .reboot: try device.reboot()
+        case .crash: try device.crash()
+        case .advance(let duration): clock.advance(by: duration)
+        case .setPasscode(let new): try device.setPasscode(new)
+        case .changePasscode(let old, let new): try device.changePasscode(from: old, to: new)
+        case .removePasscode(let old): try device.removePasscode(old)
+        case .erase: try device.erase()
+        case .expect: preconditionFailure("checks are not executed")
+
+        case .mkdir(let path, let protection):
+            try store.createDirectory(atPath: path, withIntermediateDirectories: true, protection: protection)
+        case .put(let path, let data, let protection): try store.write(data, to: path, protection: protection)
+        case .get(let path): return .data(try store.contents(atPath: path))
+        case .rm(let path): try store.removeItem(atPath: path)
+        case .mv(let from, let to): try store.moveItem(atPath: from, toPath: to)
+        case .cp(let from, let to, let protection): try store.copyItem(atPath: from, toPath: to, protection: protection)
+        case .ls(let path): return .names(try store.contentsOfDirectory(atPath: path))
+        case .stat(let path): return .attributes(try store.attributesOfItem(atPath: path))
+        case .setClass(let path, let protection): try store.setProtectionClass(protection, ofItemAtPath: path)
+
+        case .open(let path, let name, let mode, let create, let protection):
+            if let existing = handles[name], (try? existing.offset()) != nil {
+                throw DataProtectionError(.invalidArgument, "A handle named \(name) is already open.", hint: "Close it first, or pick another name.")
+            }
+            handles[name] = try store.openFile(atPath: path, mode: mode, create: create, protection: protection)
+        case .read(let name, let count):
+            return .data(try handle(name).read(upToCount: Int(clamping: count)))
+        case .readToEnd(let name): return .data(try handle(name).readToEnd())
+        case .write(let name, let data): try handle(name).write(contentsOf: data)
+        case .seek(let name, let offset): try handle(name).seek(toOffset: offset)
+        case .seekToEnd(let name): return .integer(try handle(name).seekToEnd())
+        case .offset(let name): return .integer(try handle(name).offset())
+        case .size(let name): return .integer(try handle(name).size())
+        case .truncate(let name, let size): try handle(name).truncate(atOffset: size)
+        case .sync(let name): try handle(name).synchronize()
+        case .close(let name): try handle(name).close()
+        }
+        return .done
+    }
+
+    private func handle(_ name: String) throws(DataProtectionError) -> ProtectedFileHandle {
+        guard let handle = handles[name] else {
+            throw DataProtectionError(.invalidArgument, "No handle named \(name): its `open` did not succeed.")
+        }
+        return handle
+    }
+
+    // MARK: - Checks
+
+    private func check(_ check: DeviceCheck, device: Device) -> Mismatch? {
+        switch check {
+        case .state(let expected):
+            let actual = device.state
+            return actual == expected ? nil : Mismatch(expected: "state \(expected)", actual: "state \(actual)")
+        case .available(let classes), .unavailable(let classes):
+            let wanted: Bool
+            if case .available = check { wanted = true } else { wanted = false }
+            let wrong = classes.filter { device.isAvailable($0) != wanted }
+            guard !wrong.isEmpty else { return nil }
+            return Mismatch(expected: "\(check)",
+                            actual: wrong.map(\.rawValue).joined(separator: ", ") + (wanted ? " unavailable" : " available"))
+        case .events(let expected):
+            let actual = events.drain()
+            return actual == expected ? nil : Mismatch(expected: Self.events(expected), actual: Self.events(actual))
+        case .failedAttempts(let expected):
+            let actual = device.failedPasscodeAttempts
+            return actual == expected ? nil : Mismatch(expected: "failed-attempts \(expected)", actual: "failed-attempts \(actual)")
+        case .protectedDataAvailable(let expected):
+            let actual = device.isProtectedDataAvailable
+            return actual == expected ? nil
+                : Mismatch(expected: "protected-data-available \(expected)", actual: "protected-data-available \(actual)")
+        }
+    }
+
+    private static func events(_ events: [DeviceNotification]) -> String {
+        events.isEmpty ? "no events" : "events " + events.map(\.rawValue).joined(separator: " ")
+    }
+}
+
+/// The notifications posted since the last drain (observers run on the posting thread).
+private final class EventLog: Sendable {
+    private let events = Mutex<[DeviceNotification]>([])
+    func append(_ event: DeviceNotification) { events.withLock { $0.append(event) } }
+    func removeAll() { events.withLock { $0.removeAll() } }
+    func drain() -> [DeviceNotification] {
+        events.withLock { events in
+            defer { events.removeAll() }
+            return events
+        }
+    }
+}
