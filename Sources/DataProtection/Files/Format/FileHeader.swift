@@ -106,7 +106,8 @@ struct FileHeader: Sendable, Hashable {
                 creationTime: try reader.int64(),
                 ephemeralPublicKey: try reader.bytes(32), wrapNonce: try reader.bytes(24), wrappedKey: try reader.bytes(48))
             let mac = try reader.bytes(32)
-            guard header.records(forLength: header.length) <= header.allocatedRecords else { return nil }
+            guard header.allocatedRecords <= header.maximumRecords,
+                  header.records(forLength: header.length) <= header.allocatedRecords else { return nil }
             return UnverifiedSlot(header: header, authenticated: Data(slot.prefix(authenticatedByteCount)), mac: mac)
         } catch {
             return nil
@@ -117,7 +118,13 @@ struct FileHeader: Sendable, Hashable {
 
     /// Chunk records needed for `length` plaintext bytes.
     func records(forLength length: UInt64) -> UInt64 {
-        (length + UInt64(chunkSize) - 1) >> UInt64(chunkShift)
+        // No `length + chunkSize - 1`: a forged length near 2^64 must not trap.
+        (length >> UInt64(chunkShift)) + (length & UInt64(chunkSize - 1) == 0 ? 0 : 1)
+    }
+
+    /// The most records a file can have: its physical size must fit an `Int64`.
+    var maximumRecords: UInt64 {
+        UInt64((Int64.max - Int64(Self.regionByteCount)) / Int64(recordStride))
     }
 
     /// Bytes one full record takes.

@@ -60,6 +60,8 @@ enum Base64URL {
         guard string.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else { return nil }
         var base64 = string.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.count % 4 != 0 { base64.append("=") }
-        return Data(base64Encoded: base64)
+        // Only the canonical spelling: otherwise two on-disk names could decode to one entry.
+        guard let data = Data(base64Encoded: base64), encode(data) == string else { return nil }
+        return data
     }
 }

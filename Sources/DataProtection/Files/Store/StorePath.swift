@@ -1,8 +1,9 @@
 /// A validated store path: `/`-separated names relative to the store root
 /// (a leading `/` also means the root; `/` alone is the root itself).
 struct StorePath: Hashable, Sendable, CustomStringConvertible {
-    /// The longest name, in UTF-8 bytes, that still fits a file-system name once encrypted.
-    static let maximumNameLength = 150
+    /// The longest name, in UTF-8 bytes, that still fits a file-system name (255 bytes)
+    /// once encrypted (`base64url(24 + name + 16)`) and suffixed `.j` for its journal.
+    static let maximumNameLength = 149
 
     let components: [String]
 
