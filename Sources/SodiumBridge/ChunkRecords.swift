@@ -124,6 +124,19 @@ extension SecureBytes {
         return withUnsafeBytes { Data(UnsafeRawBufferPointer(rebasing: $0[range])) }
     }
 
+    /// Copies `range` into `data` at `offset` (plaintext handed back to a caller who asked for it).
+    package func copyBytes(in range: Range<Int>, into data: inout Data, at offset: Int) {
+        precondition(range.lowerBound >= 0 && range.upperBound <= count, "SecureBytes range out of bounds")
+        precondition(offset >= 0 && offset + range.count <= data.count, "Data range out of bounds")
+        guard !range.isEmpty else { return }
+        withUnsafeBytes { source in
+            data.withUnsafeMutableBytes { out in
+                UnsafeMutableRawBufferPointer(rebasing: out[offset..<offset + range.count])
+                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: source[range]))
+            }
+        }
+    }
+
     /// Copies `data[range]` into these bytes at `offset`.
     package func replaceBytes(at offset: Int, with data: Data, range: Range<Int>) {
         precondition(offset >= 0 && offset + range.count <= count, "SecureBytes range out of bounds")

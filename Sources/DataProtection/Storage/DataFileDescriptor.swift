@@ -32,7 +32,7 @@ struct DataFileDescriptor: Sendable {
 
     /// Reads up to `count` bytes at `offset`; fewer only at the end of the file.
     func read(at offset: Int64, count: Int) throws(DataProtectionError) -> Data {
-        var data = Data(count: count)
+        var data = Data(uninitializedCount: count)
         var filled = 0
         while filled < count {
             let got = try Self.call("pread", path) {
@@ -95,6 +95,18 @@ struct DataFileDescriptor: Sendable {
         } catch {
             throw DataProtectionError(.ioFailure, "\(operation) \(path): \(error)")
         }
+    }
+}
+
+extension Data {
+    /// `count` bytes left uninitialized (no zeroing): only for buffers every byte of which is
+    /// written before it is read, such as records being sealed or read from disk.
+    init(uninitializedCount count: Int) {
+        guard count > 0, let bytes = malloc(count) else {
+            self.init(count: count)
+            return
+        }
+        self.init(bytesNoCopy: bytes, count: count, deallocator: .free)
     }
 }
 

@@ -20,6 +20,10 @@ import SystemPackage
 final class OpenFile: @unchecked Sendable {
     /// Plaintext chunks cached before a flush is forced.
     static let cacheLimit = 64
+    /// A write covering at least this many whole chunks seals them straight from
+    /// the caller's data into records (no copy into the cache), at most
+    /// ``cacheLimit`` chunks per commit.
+    static let directChunks = 32
 
     let device: Device
     let identity: FileIdentity
@@ -33,6 +37,11 @@ final class OpenFile: @unchecked Sendable {
     private var size: UInt64
     /// Cached plaintext chunks (full chunk-size buffers; bytes past the logical size are zero).
     private var cache: [UInt64: (buffer: SecureBytes, dirty: Bool)] = [:]
+    /// Zeroed chunk buffers kept for reuse (a `sodium_malloc` costs several system calls),
+    /// at most one cache's worth; released by a durable flush and on close.
+    private var spares: [SecureBytes] = []
+    /// A chunk buffer for reads that need part of a chunk (wiped after each use).
+    private var scratch: SecureBytes?
     /// Flushed without `fsync` since the last durable point.
     private var unsynced = false
     private var closed = false
@@ -49,7 +58,7 @@ final class OpenFile: @unchecked Sendable {
     }
 
     deinit {
-        wipeCache()
+        releaseBuffers()
         keys?.wipe()
         file.close()
     }
@@ -282,12 +291,13 @@ final class OpenFile: @unchecked Sendable {
                 if chunkStart >= position, chunkStart + UInt64(length) <= end {
                     try ChunkRecords.open(records, range: range, into: &out, at: Int(chunkStart - offset), key: keys.chunkKey, associatedData: ad)
                 } else {
-                    let scratch = SecureBytes(count: header.chunkSize)
+                    let scratch = self.scratch ?? SecureBytes(count: header.chunkSize)
+                    self.scratch = scratch
+                    defer { scratch.zeroBytes(in: 0..<length) }
                     try ChunkRecords.open(records, range: range, into: scratch, at: 0, key: keys.chunkKey, associatedData: ad)
                     let from = max(position, chunkStart), to = min(end, chunkStart + UInt64(length))
                     if from < to {
-                        out.replaceSubrange(Int(from - offset)..<Int(to - offset),
-                                            with: scratch.copyBytes(in: Int(from - chunkStart)..<Int(to - chunkStart)))
+                        scratch.copyBytes(in: Int(from - chunkStart)..<Int(to - chunkStart), into: &out, at: Int(from - offset))
                     }
                 }
             } catch {
@@ -298,7 +308,7 @@ final class OpenFile: @unchecked Sendable {
 
     /// Loads committed chunk `index` into a new full-size buffer.
     private func loadChunk(_ index: UInt64, keys: FileKeys) throws(DataProtectionError) -> SecureBytes {
-        let buffer = SecureBytes(count: header.chunkSize)
+        let buffer = emptyChunk()
         guard index < header.records(forLength: header.length) else { return buffer }
         let length = header.chunkLength(index, length: header.length)
         let record = try file.read(at: header.recordOffset(index), count: length + ChunkRecords.overhead)
@@ -306,6 +316,7 @@ final class OpenFile: @unchecked Sendable {
             try ChunkRecords.open(record, range: 0..<record.count, into: buffer, at: 0, key: keys.chunkKey,
                                   associatedData: header.chunkAssociatedData(index))
         } catch {
+            recycle(buffer)
             throw .integrity("Chunk \(index) does not authenticate: the file was tampered with or is corrupt.")
         }
         guard record.count == length + ChunkRecords.overhead else {
@@ -319,6 +330,17 @@ final class OpenFile: @unchecked Sendable {
         return try loadChunk(index, keys: keys)
     }
 
+    /// A zeroed chunk buffer: a spare if there is one.
+    private func emptyChunk() -> SecureBytes {
+        spares.popLast() ?? SecureBytes(count: header.chunkSize)
+    }
+
+    /// Wipes `buffer` and keeps it as a spare (up to one cache's worth).
+    private func recycle(_ buffer: SecureBytes) {
+        buffer.wipe()
+        if spares.count <= Self.cacheLimit { spares.append(buffer) }
+    }
+
     // MARK: - Writing
 
     /// Writes `data` at `offset`; a gap past the end reads as zeros.
@@ -326,13 +348,28 @@ final class OpenFile: @unchecked Sendable {
         try lock.locked { () throws(DataProtectionError) in
             let keys = try requireKeys()
             guard !data.isEmpty else { return }
-            let data = Data(data)  // indices from 0
+            let data = data.startIndex == 0 ? data : Data(data)  // indices from 0
             let shift = UInt64(header.chunkShift)
             let chunkSize = UInt64(header.chunkSize)
             let end = offset + UInt64(data.count)
+            // Whole chunks covered by a large write are sealed from `data` directly.
+            let wholeStart = (offset + chunkSize - 1) >> shift, wholeEnd = end >> shift
+            let direct = wholeEnd >= wholeStart + UInt64(Self.directChunks) ? wholeStart..<wholeEnd : nil
             var position = offset
             while position < end {
                 let index = position >> shift
+                if let direct, index == direct.lowerBound {
+                    // The chunk before (if partial) is cached and goes with the first commit.
+                    var next = direct.lowerBound
+                    while next < direct.upperBound {
+                        let slice = next..<min(direct.upperBound, next + UInt64(Self.cacheLimit))
+                        size = max(size, slice.upperBound << shift)
+                        try flushLocked(durable: false, keys: keys, direct: (data, offset, slice))
+                        next = slice.upperBound
+                    }
+                    position = direct.upperBound << shift
+                    continue
+                }
                 let chunkStart = index << shift
                 let from = Int(position - chunkStart)
                 let to = Int(min(end, chunkStart + chunkSize) - chunkStart)
@@ -340,7 +377,7 @@ final class OpenFile: @unchecked Sendable {
                 if let cached = cache[index] {
                     buffer = cached.buffer
                 } else if from == 0 && (to == header.chunkSize || chunkStart + UInt64(to) >= size) {
-                    buffer = SecureBytes(count: header.chunkSize)  // nothing of the old chunk survives
+                    buffer = emptyChunk()  // nothing of the old chunk survives
                 } else {
                     buffer = try loadChunk(index, keys: keys)
                 }
@@ -366,7 +403,7 @@ final class OpenFile: @unchecked Sendable {
             }
             let keep = header.records(forLength: newSize)
             for (index, entry) in cache where index >= keep {
-                entry.buffer.wipe()
+                recycle(entry.buffer)
                 cache.removeValue(forKey: index)
             }
             let tail = Int(newSize & UInt64(header.chunkSize - 1))
@@ -394,15 +431,20 @@ final class OpenFile: @unchecked Sendable {
         }
     }
 
-    private func flushLocked(durable: Bool, keys: FileKeys) throws(DataProtectionError) {
+    /// Seals and commits the cache; `direct` chunks (whole, inside the new length) are
+    /// sealed from `data` (which starts at file offset `offset`) instead, whatever is cached for them.
+    private func flushLocked(
+        durable: Bool, keys: FileKeys, direct: (data: Data, offset: UInt64, chunks: Range<UInt64>)? = nil
+    ) throws(DataProtectionError) {
         let oldLength = header.length
         let newLength = size
         let hasDirty = cache.values.contains { $0.dirty }
-        guard hasDirty || oldLength != newLength else {
+        guard hasDirty || direct != nil || oldLength != newLength else {
             if durable && unsynced {
                 try file.synchronize()
                 unsynced = false
             }
+            if durable { spares.removeAll() }
             return
         }
         let chunkSize = UInt64(header.chunkSize)
@@ -416,40 +458,57 @@ final class OpenFile: @unchecked Sendable {
         if newLength < oldLength, newLength % chunkSize != 0 {
             indices.insert(newCount - 1)
         }
+        if let direct {
+            precondition(direct.chunks.upperBound <= newLength >> UInt64(header.chunkShift), "direct chunks past the end")
+            indices.formUnion(direct.chunks)
+        }
         let allocated = max(header.allocatedRecords, newCount)
         if allocated > header.allocatedRecords {
             try writeHeader(length: oldLength, allocated: allocated, keys: keys)
         }
+        let shift = UInt64(header.chunkShift)
+        /// Seals chunk `index` (`length` bytes) into `records` at `position`.
+        func seal(_ index: UInt64, length: Int, into records: inout Data, at position: Int) throws(DataProtectionError) {
+            let ad = header.chunkAssociatedData(index)
+            if let direct, direct.chunks.contains(index) {
+                let start = Int((index << shift) - direct.offset)
+                ChunkRecords.seal(direct.data, range: start..<start + length, into: &records, at: position,
+                                  key: keys.chunkKey, associatedData: ad)
+            } else if let cached = cache[index]?.buffer {
+                ChunkRecords.seal(cached, range: 0..<length, into: &records, at: position, key: keys.chunkKey, associatedData: ad)
+            } else {
+                let loaded = try loadChunk(index, keys: keys)
+                ChunkRecords.seal(loaded, range: 0..<length, into: &records, at: position, key: keys.chunkKey, associatedData: ad)
+                recycle(loaded)
+            }
+        }
         var overwrites: [FileJournal.Entry] = []
-        var run = Data()
+        var run = Data()  // up to `cacheLimit` records sealed in place, one `pwrite`
+        var runBytes = 0
         var runStart: UInt64 = 0
         var runNext = UInt64.max
-        func writeRun() throws(DataProtectionError) {
-            guard !run.isEmpty else { return }
-            try file.write(run, at: header.recordOffset(runStart))
-            run.removeAll(keepingCapacity: true)
-        }
         for index in indices.sorted() {
             let length = header.chunkLength(index, length: newLength)
-            let buffer = try cachedOrLoaded(index, keys: keys)
-            var record = Data(count: length + ChunkRecords.overhead)
-            ChunkRecords.seal(buffer, range: 0..<length, into: &record, at: 0, key: keys.chunkKey,
-                              associatedData: header.chunkAssociatedData(index))
             if index < oldCount {
+                var record = Data(count: length + ChunkRecords.overhead)
+                try seal(index, length: length, into: &record, at: 0)
                 overwrites.append(FileJournal.Entry(index: index, record: record))
                 continue
             }
             // Past the committed end: written in place now, invisible until the header commits.
             // Records sit at a fixed stride and only the last one can be short, so a
             // contiguous run of indices is a contiguous run of bytes.
-            if index != runNext || run.count >= 64 * header.recordStride {
-                try writeRun()
+            if index != runNext || runBytes + length + ChunkRecords.overhead > run.count {
+                if runBytes > 0 { try file.write(run, range: 0..<runBytes, at: header.recordOffset(runStart)) }
+                if run.isEmpty { run = Data(uninitializedCount: Self.cacheLimit * header.recordStride) }
+                runBytes = 0
                 runStart = index
             }
-            run.append(record)
+            try seal(index, length: length, into: &run, at: runBytes)
+            runBytes += length + ChunkRecords.overhead
             runNext = index + 1
         }
-        try writeRun()
+        if runBytes > 0 { try file.write(run, range: 0..<runBytes, at: header.recordOffset(runStart)) }
         let journalPath = Self.journalPath(for: file.path)
         if !overwrites.isEmpty {
             let journal = FileJournal(fileID: header.fileID, baseGeneration: header.generation, length: newLength,
@@ -481,6 +540,7 @@ final class OpenFile: @unchecked Sendable {
         unsynced = !durable
         if !overwrites.isEmpty { try PosixFileSystem().removeFile(at: journalPath) }
         wipeCache()
+        if durable { spares.removeAll() }
     }
 
     /// Writes the next header into the other slot.
@@ -501,9 +561,18 @@ final class OpenFile: @unchecked Sendable {
         slotMAC = encoded.subdata(in: FileHeader.authenticatedByteCount..<FileHeader.authenticatedByteCount + 32)
     }
 
+    /// Wipes the cached chunks (keeping their buffers as spares).
     private func wipeCache() {
-        for entry in cache.values { entry.buffer.wipe() }
+        for entry in cache.values { recycle(entry.buffer) }
         cache.removeAll()
+    }
+
+    /// Wipes the cache and frees every chunk buffer.
+    private func releaseBuffers() {
+        wipeCache()
+        spares.removeAll()
+        scratch?.wipe()
+        scratch = nil
     }
 
     // MARK: - Class changes, key discard, close
@@ -539,7 +608,7 @@ final class OpenFile: @unchecked Sendable {
                 device.logger.error("could not flush a protected file before its class key was discarded",
                                     metadata: ["error": "\(error.code.rawValue)"])
             }
-            wipeCache()
+            releaseBuffers()
             keys.wipe()
             self.keys = nil
         }
@@ -551,7 +620,7 @@ final class OpenFile: @unchecked Sendable {
             guard !closed else { return }
             defer {
                 closed = true
-                wipeCache()
+                releaseBuffers()
                 keys?.wipe()
                 keys = nil
                 file.close()

@@ -92,7 +92,7 @@ public final class ProtectedFileHandle: Sendable {
 
     /// Writes `data` at the offset (in append mode: at the end) and advances the offset past it.
     public func write<D: DataProtocol>(contentsOf data: D) throws(DataProtectionError) {
-        let bytes = Data(data)
+        let bytes = data as? Data ?? Data(data)
         try advancing { offset throws(DataProtectionError) -> ((), UInt64) in
             try requireWritable()
             let at = mode == .append ? file.currentSize : offset
@@ -105,7 +105,7 @@ public final class ProtectedFileHandle: Sendable {
     public func write<D: DataProtocol>(contentsOf data: D, atOffset offset: UInt64) throws(DataProtectionError) {
         try requireOpen()
         try requireWritable()
-        try file.write(Data(data), at: mode == .append ? file.currentSize : offset)
+        try file.write(data as? Data ?? Data(data), at: mode == .append ? file.currentSize : offset)
     }
 
     /// Sets the file's size (extending with zeros) and moves the offset there, as Foundation does.

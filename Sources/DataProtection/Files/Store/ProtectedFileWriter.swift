@@ -19,7 +19,9 @@ final class ProtectedFileWriter {
     private let chunk: SecureBytes
     private var filled = 0
     private var index: UInt64 = 0
+    /// Records sealed in place, `batchBytes` of them used.
     private var batch = Data()
+    private var batchBytes = 0
     private var batchStart: UInt64 = 0
     private var finished = false
 
@@ -53,9 +55,15 @@ final class ProtectedFileWriter {
 
     /// Appends plaintext.
     func append(_ data: Data) throws(DataProtectionError) {
-        let data = Data(data)
+        let data = data.startIndex == 0 ? data : Data(data)  // indices from 0
         var position = 0
         while position < data.count {
+            if filled == 0, data.count - position >= header.chunkSize {
+                // A whole chunk: sealed from the caller's data, without a copy.
+                try seal(data, range: position..<position + header.chunkSize)
+                position += header.chunkSize
+                continue
+            }
             let count = min(header.chunkSize - filled, data.count - position)
             chunk.replaceBytes(at: filled, with: data, range: position..<position + count)
             filled += count
@@ -65,22 +73,31 @@ final class ProtectedFileWriter {
     }
 
     private func sealChunk() throws(DataProtectionError) {
-        if batch.isEmpty { batchStart = index }
-        let start = batch.count
-        batch.append(Data(count: filled + ChunkRecords.overhead))
-        ChunkRecords.seal(chunk, range: 0..<filled, into: &batch, at: start, key: keys.chunkKey,
-                          associatedData: header.chunkAssociatedData(index))
-        header.length += UInt64(filled)
-        index += 1
+        try seal(nil, range: 0..<filled)
+        chunk.zeroBytes(in: 0..<filled)  // bytes past `filled` are still zero
         filled = 0
-        chunk.zeroBytes(in: 0..<chunk.count)
-        if batch.count >= Self.batchRecords * header.recordStride { try writeBatch() }
+    }
+
+    /// Seals chunk `index` from `data[range]`, or from the chunk buffer when `data` is nil, into the batch.
+    private func seal(_ data: Data?, range: Range<Int>) throws(DataProtectionError) {
+        if batch.isEmpty { batch = Data(uninitializedCount: Self.batchRecords * header.recordStride) }
+        if batchBytes == 0 { batchStart = index }
+        let ad = header.chunkAssociatedData(index)
+        if let data {
+            ChunkRecords.seal(data, range: range, into: &batch, at: batchBytes, key: keys.chunkKey, associatedData: ad)
+        } else {
+            ChunkRecords.seal(chunk, range: range, into: &batch, at: batchBytes, key: keys.chunkKey, associatedData: ad)
+        }
+        batchBytes += range.count + ChunkRecords.overhead
+        header.length += UInt64(range.count)
+        index += 1
+        if batchBytes + header.recordStride > batch.count { try writeBatch() }
     }
 
     private func writeBatch() throws(DataProtectionError) {
-        guard !batch.isEmpty else { return }
-        try file.write(batch, at: header.recordOffset(batchStart))
-        batch.removeAll(keepingCapacity: true)
+        guard batchBytes > 0 else { return }
+        try file.write(batch, range: 0..<batchBytes, at: header.recordOffset(batchStart))
+        batchBytes = 0
     }
 
     /// Seals the tail, writes the header, `fsync`s, renames over the target and `fsync`s the directory.
