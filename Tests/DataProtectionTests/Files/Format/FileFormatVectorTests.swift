@@ -67,10 +67,6 @@ struct FileFormatVectorTests {
         }
 
         // The real code path.
-        if let hazard = opening.implementationHazard {
-            withKnownIssue("not run through OpenFile: \(hazard)") { Issue.record("\(name): \(hazard)") }
-            return
-        }
         if Self.openFileClosesItsDescriptorTwice, opening.rejected.contains(where: { $0.step == .size }) {
             // When recover() rejects a slot, the rejected OpenFile closes the shared descriptor in
             // its deinit and OpenFile.open closes it again (or tries the other slot on it).
@@ -164,13 +160,7 @@ struct FileFormatVectorTests {
                 #expect(encoded.utf8.count == FormatSpecNames.encodedLength(nameByteCount: plain.count))
             } else {
                 #expect(specDecrypted == nil)
-                if FormatSpecNames.decode(encoded) == nil, Base64URL.decode(encoded) != nil {
-                    withKnownIssue("Base64URL.decode accepts a non-canonical encoding (file-format.md §10)") {
-                        #expect(decrypted == nil, "\(encoded) decrypted to \(decrypted ?? "")")
-                    }
-                } else {
-                    #expect(decrypted == nil, "\(encoded) decrypted to \(decrypted ?? "")")
-                }
+                #expect(decrypted == nil, "\(encoded) decrypted to \(decrypted ?? "")")
             }
         }
     }
