@@ -60,7 +60,9 @@ final class OpenFile: @unchecked Sendable {
     deinit {
         releaseBuffers()
         keys?.wipe()
-        file.close()
+        // `close(flushing:)` already closed the descriptor: closing it again could close a
+        // descriptor another thread has just been given the same number.
+        if !closed { file.close() }
     }
 
     // MARK: - Opening
@@ -80,7 +82,12 @@ final class OpenFile: @unchecked Sendable {
                     let keys = try FileKeys.unwrap(candidate, device: device)
                     let openFile = try OpenFile(device: device, file: file, header: candidate.header, slot: index,
                                                 slotMAC: candidate.mac, keys: keys)
-                    try openFile.recover()
+                    do throws(DataProtectionError) {
+                        try openFile.recover()
+                    } catch {
+                        openFile.closed = true  // the descriptor is still ours, for the next slot or the close below
+                        throw error
+                    }
                     return openFile
                 } catch where error.code == .protectedDataUnavailable {
                     throw error

@@ -208,7 +208,10 @@ extension ProtectedStore {
     ) throws(DataProtectionError) -> ProtectedFileHandle {
         let storePath = try StorePath(path)
         return try namespace.locked { () throws(DataProtectionError) -> ProtectedFileHandle in
-            if create { try makeDirectories(storePath.parent, protection: nil) }
+            if create {
+                try checkCreatableBeforeMakingParents(storePath, protection: protection)
+                try makeDirectories(storePath.parent, protection: nil)
+            }
             let location = try locate(storePath)
             switch location.kind {
             case .directory:

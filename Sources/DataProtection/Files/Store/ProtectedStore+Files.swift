@@ -62,6 +62,7 @@ extension ProtectedStore {
         let storePath = try StorePath(path)
         guard !storePath.isRoot else { throw DataProtectionError(.isADirectory, "The store root is a directory.") }
         return try namespace.locked { () throws(DataProtectionError) -> ProtectedFileWriter in
+            try checkCreatableBeforeMakingParents(storePath, protection: protection)
             let parent = try makeDirectories(storePath.parent, protection: nil)
             let location = try locate(storePath)
             var protectionClass = protection
@@ -318,10 +319,7 @@ extension ProtectedStore {
                     throw DataProtectionError(.fileExists, "\(storePath) already exists.")
                 }
             }
-            let location = try locate(storePath.isRoot ? storePath : storePath.parent)
-            if !storePath.isRoot, location.kind == .file {
-                throw DataProtectionError(.notADirectory, "Not a directory: \(storePath.parent).")
-            }
+            // `makeDirectories` creates every missing ancestor and throws `notADirectory` on a file.
             _ = try makeDirectories(storePath, protection: protection)
         }
     }

@@ -169,6 +169,14 @@ public final class ProtectedStore: Sendable {
             state.openFiles[identity] = entry
             return entry.file
         }) {
+            // Opening checks the class key even when the file is already open (a class A
+            // file cannot be opened while locked); class B keeps its file key while open.
+            do throws(DataProtectionError) {
+                try existing.checkAvailable()
+            } catch {
+                try? release(existing)
+                throw error
+            }
             return existing
         }
         return try register(try OpenFile.open(at: disk, device: device))
