@@ -18,14 +18,6 @@ import SodiumBridge
 ///   vector's class keys, `OpenFile.open` and `OpenFile.read`.
 @Suite("File format vectors")
 struct FileFormatVectorTests {
-    /// At commit dc69f5d, `OpenFile` closes its descriptor twice: in `close(flushing:)` and again in
-    /// its deinit, and in `open(at:device:)` when `recover()` rejects a slot (the rejected
-    /// `OpenFile`'s deinit closes the descriptor the next slot and the final `close` still use).
-    /// With tests running in parallel, the second close can hit a descriptor another test has
-    /// just opened, so vectors refused at the size step are not run through `OpenFile` while
-    /// this is true. Set it to `false` once both double closes are fixed.
-    static let openFileClosesItsDescriptorTwice = true
-
     // MARK: - Protected files
 
     @Test("Protected-file vector", arguments: FormatVectorFile.names(in: "files"))
@@ -67,14 +59,6 @@ struct FileFormatVectorTests {
         }
 
         // The real code path.
-        if Self.openFileClosesItsDescriptorTwice, opening.rejected.contains(where: { $0.step == .size }) {
-            // When recover() rejects a slot, the rejected OpenFile closes the shared descriptor in
-            // its deinit and OpenFile.open closes it again (or tries the other slot on it).
-            withKnownIssue("OpenFile.open closes the descriptor twice when a slot fails the size check") {
-                Issue.record("\(name): not run through OpenFile (a double close could hit another test's descriptor)")
-            }
-            return
-        }
         try withFormatScratchDirectory { directory in
             var slotKeys: [KeybagSlot: Data] = [:]
             if classByte == FormatSpec.classB {
@@ -90,8 +74,6 @@ struct FileFormatVectorTests {
             try vector.payload.write(to: path)
             let content: Data
             do throws(DataProtectionError) {
-                // Not closed explicitly: `close(flushing:)` and the deinit both close the descriptor
-                // (see openFileClosesItsDescriptorTwice); the deinit alone closes it once.
                 let file = try OpenFile.open(at: FilePath(path.path), device: device)
                 #expect(FileHeader.classByte(file.protectionClass) == opening.current?.header.classByte)
                 content = try file.read(at: 0, count: Int(file.currentSize))
