@@ -311,6 +311,10 @@ extension ProtectedStore {
     ) throws(DataProtectionError) {
         let storePath = try StorePath(path)
         try namespace.locked { () throws(DataProtectionError) in
+            // Like mkdir(2) and FileManager: a file already at the path is `fileExists`.
+            if (try? locate(storePath))?.kind == .file {
+                throw DataProtectionError(.fileExists, "\(storePath) already exists and is a file.")
+            }
             if !withIntermediateDirectories {
                 guard try locate(storePath.parent).kind == .directory else {
                     throw DataProtectionError(.fileNotFound, "No such directory: \(storePath.parent).")
