@@ -143,6 +143,28 @@ final class OpenFile: @unchecked Sendable {
         }
     }
 
+    /// The class of the file at `path`, authenticated when its class key is
+    /// available; without the key, the class its header states (all that can be
+    /// known); `nil` when the header does not authenticate (the stated class is a lie).
+    static func verifiedClass(at path: FilePath, device: Device) throws(DataProtectionError) -> ProtectionClass? {
+        let file = try DataFileDescriptor.open(path)
+        defer { file.close() }
+        let slots = try readSlots(file)
+        guard let newest = slots.first else { return nil }
+        for (_, candidate) in slots {
+            do throws(DataProtectionError) {
+                let keys = try FileKeys.unwrap(candidate, device: device)
+                keys.wipe()
+                return candidate.header.protectionClass
+            } catch where error.code == .protectedDataUnavailable {
+                return newest.1.header.protectionClass
+            } catch {
+                continue
+            }
+        }
+        return nil
+    }
+
     /// Writes a new, empty protected file at `path` (which must not exist), durably.
     static func createEmpty(at path: FilePath, protectionClass: ProtectionClass, device: Device, now: Date) throws(DataProtectionError) {
         let (header, keys) = try newHeader(protectionClass: protectionClass, device: device, now: now)
@@ -472,6 +494,9 @@ final class OpenFile: @unchecked Sendable {
         let allocated = max(header.allocatedRecords, newCount)
         if allocated > header.allocatedRecords {
             try writeHeader(length: oldLength, allocated: allocated, keys: keys)
+            // Durable before the records it allows: after a power cut, records on disk
+            // beyond what any header allocates would make the file unreadable.
+            if durable { try file.synchronize() }
         }
         let shift = UInt64(header.chunkShift)
         /// Seals chunk `index` (`length` bytes) into `records` at `position`.

@@ -72,7 +72,8 @@ extension ProtectedStore {
             case .file:
                 if exclusive { throw DataProtectionError(.fileExists, "\(storePath) already exists.") }
                 // Replacing content never silently lowers protection.
-                if protectionClass == nil { protectionClass = try OpenFile.peekHeader(at: location.disk).protectionClass }
+                // A tampered class byte must not choose the new file's class: authenticate it if possible.
+                if protectionClass == nil { protectionClass = try OpenFile.verifiedClass(at: location.disk, device: device) }
             case .missing:
                 break
             }

@@ -76,7 +76,22 @@ public final class ProtectedStore: Sendable {
                 let metadata = DirectoryMetadata(id: Random.bytes(count: 16), protectionClass: nil)
                 try AtomicFileWriter(fileSystem: fileSystem).write([.data(metadata.encoded(device: device))], to: metadataPath)
             }
-            try AtomicFileWriter(fileSystem: fileSystem).removeDebris(in: root)
+            removeDebris(under: root)
+        }
+    }
+
+    /// Removes what interrupted writes, creations and removals left anywhere in the
+    /// store (names starting with `.tmp-`: files and directories). Only at open, when
+    /// no writer of this store can be in flight.
+    private func removeDebris(under directory: FilePath) {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.string) else { return }
+        for name in names where name != DirectoryMetadata.fileName {
+            let entry = directory.appending(name)
+            if name.hasPrefix(AtomicFileWriter.temporaryPrefix) {
+                try? FileManager.default.removeItem(atPath: entry.string)
+            } else if (try? Self.kind(of: entry)) == .directory {
+                removeDebris(under: entry)
+            }
         }
     }
 
