@@ -22,7 +22,11 @@ struct DPCtl: ParsableCommand {
         abstract: "iOS-style Data Protection for any program: a simulated device with protection classes.",
         discussion: "Run `dpctl demo` for a narrated tour.",
         version: "0.1.0",
-        subcommands: [Demo.self, Scenario.self]
+        subcommands: [
+            Init.self, Status.self, Unlock.self, Put.self, Get.self, Cat.self, List.self, Stat.self,
+            MakeDirectory.self, Remove.self, Move.self, Copy.self, SetClass.self, PasscodeCommand.self, Erase.self,
+            Demo.self, Scenario.self,
+        ]
     )
 }
 

@@ -1,0 +1,27 @@
+import ArgumentParser
+import DataProtection
+import Foundation
+
+/// `dpctl init`: creates the store and sets its passcode.
+struct Init: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Create the store and set its passcode.",
+        discussion: "The passcode comes from --passcode-file, $DPCTL_PASSCODE or a no-echo prompt (asked twice). An existing store is `fileExists`.")
+
+    @OptionGroup var storeOptions: StoreOptions
+
+    @Flag(name: .customLong("no-passcode"), help: "Create the store without a passcode.")
+    var noPasscode = false
+
+    func run() throws {
+        try reporting {
+            // Read the passcode before creating anything: a missing passcode leaves no store behind.
+            let passcode = noPasscode ? nil
+                : try Passcode.obtain(file: storeOptions.passcodeFile, prompt: "New passcode: ", confirm: true)
+            let session = try Session(creating: storeOptions)
+            try session.device.unlock()
+            if let passcode { try session.device.setPasscode(passcode) }
+            print("Created the store at \(storeOptions.directory.path)" + (passcode == nil ? " (no passcode)." : " with a passcode."))
+        }
+    }
+}

@@ -1,0 +1,85 @@
+import ArgumentParser
+import DataProtection
+import Foundation
+
+/// `dpctl passcode set|change|remove`.
+struct PasscodeCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "passcode",
+        abstract: "Set, change or remove the passcode (no file is re-encrypted).",
+        subcommands: [Set.self, Change.self, Remove.self])
+
+    /// Where the new passcode of `change` comes from.
+    struct NewPasscodeOptions: ParsableArguments {
+        @Option(name: .customLong("new-passcode-file"), help: ArgumentHelp(
+            "Read the new passcode from this file. Else $DPCTL_NEW_PASSCODE, else a no-echo prompt (asked twice).",
+            valueName: "file"))
+        var newPasscodeFile: String?
+
+        func read() throws(DataProtectionError) -> String {
+            try Passcode.obtain(file: newPasscodeFile, variable: "DPCTL_NEW_PASSCODE", prompt: "New passcode: ", confirm: true)
+        }
+    }
+
+    struct Set: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Set a passcode on a store that has none (from --passcode-file, $DPCTL_PASSCODE or the terminal).")
+
+        @OptionGroup var storeOptions: StoreOptions
+
+        func run() throws {
+            try reporting {
+                let session = try Session(storeOptions)
+                guard !session.device.hasPasscode else {
+                    throw DataProtectionError(.fileExists, "A passcode is already set.", hint: "Use `dpctl passcode change`.")
+                }
+                let passcode = try Passcode.obtain(file: storeOptions.passcodeFile, prompt: "New passcode: ", confirm: true)
+                try session.device.unlock()
+                try session.device.setPasscode(passcode)
+                print("Passcode set.")
+            }
+        }
+    }
+
+    struct Change: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Change the passcode: the current one from --passcode-file, $DPCTL_PASSCODE or the terminal; the new one from --new-passcode-file, $DPCTL_NEW_PASSCODE or the terminal.")
+
+        @OptionGroup var storeOptions: StoreOptions
+        @OptionGroup var newPasscode: NewPasscodeOptions
+
+        func run() throws {
+            try reporting {
+                let session = try Session(storeOptions)
+                guard session.device.hasPasscode else {
+                    throw DataProtectionError(.invalidArgument, "No passcode is set.", hint: "Use `dpctl passcode set`.")
+                }
+                let old = try Passcode.obtain(file: storeOptions.passcodeFile, prompt: "Current passcode: ")
+                try session.device.unlock(passcode: old)
+                let new = try newPasscode.read()
+                try session.device.changePasscode(from: old, to: new)
+                print("Passcode changed.")
+            }
+        }
+    }
+
+    struct Remove: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Remove the passcode (the current one from --passcode-file, $DPCTL_PASSCODE or the terminal).")
+
+        @OptionGroup var storeOptions: StoreOptions
+
+        func run() throws {
+            try reporting {
+                let session = try Session(storeOptions)
+                guard session.device.hasPasscode else {
+                    throw DataProtectionError(.invalidArgument, "No passcode is set.")
+                }
+                let old = try Passcode.obtain(file: storeOptions.passcodeFile, prompt: "Current passcode: ")
+                try session.device.unlock(passcode: old)
+                try session.device.removePasscode(old)
+                print("Passcode removed.")
+            }
+        }
+    }
+}

@@ -1,0 +1,66 @@
+import ArgumentParser
+import DataProtection
+import Foundation
+
+/// `dpctl put <src|-> <path>`: stores a file, streaming in 1 MiB pieces.
+struct Put: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Store a local file (or standard input with `-`) at a path in the store.",
+        discussion: "Atomic; streams with constant memory. Asks for the passcode only if the file's class needs a key to be created.")
+
+    @OptionGroup var storeOptions: StoreOptions
+    @OptionGroup var progress: ProgressOptions
+
+    @Argument(help: ArgumentHelp("The local file to read, or `-` for standard input.", valueName: "src"))
+    var source: String
+
+    @Argument(help: ArgumentHelp("The path in the store.", valueName: "path"))
+    var path: String
+
+    @Option(name: .customLong("class"), help: "The protection class (default: the replaced file's, else the directory's, else completeUntilFirstUserAuthentication).")
+    var protectionClass: ProtectionClass?
+
+    func run() throws {
+        try reporting {
+            let input: FileHandle
+            var total: UInt64?
+            if source == "-" {
+                input = FileHandle.standardInput
+            } else {
+                var isDirectory: ObjCBool = false
+                guard FileManager.default.fileExists(atPath: source, isDirectory: &isDirectory) else {
+                    throw DataProtectionError(.fileNotFound, "No such local file: \(source).")
+                }
+                guard !isDirectory.boolValue else { throw DataProtectionError(.isADirectory, "\(source) is a directory.") }
+                guard let handle = FileHandle(forReadingAtPath: source) else {
+                    throw DataProtectionError(.ioFailure, "Cannot read \(source).")
+                }
+                input = handle
+                total = (try? FileManager.default.attributesOfItem(atPath: source)[.size] as? NSNumber)?.uint64Value
+            }
+            defer { if source != "-" { try? input.close() } }
+            let session = try Session(storeOptions)
+            let effective = session.effectiveClass(forNewFileAt: path, given: protectionClass)
+            // Creating a completeUnlessOpen file needs only the class B public key.
+            if effective != .completeUnlessOpen { try session.unlock(for: effective) }
+            let bar = ProgressBar(total: total, quiet: progress.quiet)
+            do {
+                try session.store.write(to: path, protection: protectionClass) { () throws -> Data? in
+                    let piece: Data
+                    do {
+                        piece = try input.read(upToCount: transferPieceSize) ?? Data()
+                    } catch {
+                        throw DataProtectionError(.ioFailure, "Cannot read \(source == "-" ? "standard input" : source): \(error.localizedDescription)")
+                    }
+                    if piece.isEmpty { return nil }
+                    bar.advance(by: piece.count)
+                    return piece
+                }
+            } catch {
+                bar.finish()
+                throw error
+            }
+            bar.finish()
+        }
+    }
+}

@@ -1,0 +1,186 @@
+import DataProtection
+import Foundation
+
+/// One command's use of the store: opens it (booting the device), unlocks only when needed.
+struct Session {
+    let options: StoreOptions
+    let store: ProtectedStore
+    var device: Device { store.device }
+
+    static func deviceDirectory(of directory: URL) -> URL {
+        directory.appendingPathComponent("device")
+    }
+
+    /// Opens the existing store (`fileNotFound` with a hint to run `dpctl init` if there is none).
+    init(_ options: StoreOptions) throws(DataProtectionError) {
+        self.options = options
+        let directory = options.directory
+        guard FileManager.default.fileExists(atPath: Self.deviceDirectory(of: directory).path) else {
+            throw DataProtectionError(.fileNotFound, "No store at \(directory.path).",
+                                      hint: "Run `dpctl init` to create one, or pass --store <dir> (or set DPCTL_STORE).")
+        }
+        self.store = try ProtectedStore(directory: directory, clock: SystemClock.shared, configuration: DeviceConfiguration())
+    }
+
+    /// Creates a new store at `directory` (`fileExists` if one is there).
+    init(creating options: StoreOptions) throws(DataProtectionError) {
+        self.options = options
+        let directory = options.directory
+        if FileManager.default.fileExists(atPath: Self.deviceDirectory(of: directory).path) {
+            throw DataProtectionError(.fileExists, "A store already exists at \(directory.path).",
+                                      hint: "Use `dpctl erase --yes` to start afresh, or choose another --store.")
+        }
+        self.store = try ProtectedStore(directory: directory, clock: SystemClock.shared, configuration: DeviceConfiguration())
+    }
+
+    /// Unlocks the device: a bare unlock without a passcode, else with the passcode
+    /// from `--passcode-file`, `DPCTL_PASSCODE` or the terminal (counted like any attempt).
+    func unlock() throws(DataProtectionError) {
+        if !device.hasPasscode {
+            try device.unlock()
+            return
+        }
+        try device.unlock(passcode: try Passcode.obtain(file: options.passcodeFile, prompt: "Passcode: "))
+    }
+
+    /// Unlocks first when `protectionClass` needs a class key that is not in memory.
+    func unlock(for protectionClass: ProtectionClass) throws(DataProtectionError) {
+        if protectionClass.requiresPasscodeKey && !device.isAvailable(protectionClass) { try unlock() }
+    }
+
+    /// The class a new file at `path` would take: the replaced file's, else the
+    /// nearest directory's, else the default.
+    func effectiveClass(forNewFileAt path: String, given: ProtectionClass?) -> ProtectionClass {
+        if let given { return given }
+        var current = path
+        while true {
+            if let attributes = try? store.attributesOfItem(atPath: current), let protectionClass = attributes.protectionClass {
+                return protectionClass
+            }
+            let parent = (current as NSString).deletingLastPathComponent
+            if parent == current || parent.isEmpty { break }
+            current = parent
+        }
+        if let root = try? store.attributesOfItem(atPath: "/"), let protectionClass = root.protectionClass { return protectionClass }
+        return .default
+    }
+}
+
+/// Runs a command body, turning errors into `dpctl: error: … (code)` and the exit status table.
+func reporting(_ body: () throws -> Void) throws {
+    do {
+        try body()
+    } catch let error as DataProtectionError {
+        throw error.reportAndExit()
+    }
+}
+
+/// Where passcodes come from: a file, the environment, or a no-echo prompt on a terminal. Never an argument.
+enum Passcode {
+    /// The passcode from `file`, else env `variable`, else the terminal when standard input is one.
+    static func obtain(file: String?, variable: String = "DPCTL_PASSCODE", prompt: String, confirm: Bool = false) throws(DataProtectionError) -> String {
+        if let file {
+            guard let data = FileManager.default.contents(atPath: file) else {
+                throw DataProtectionError(.fileNotFound, "Cannot read the passcode file \(file).")
+            }
+            var text = String(decoding: data, as: UTF8.self)
+            if let newline = text.firstIndex(where: { $0 == "\n" || $0 == "\r\n" }) { text = String(text[..<newline]) }
+            return text
+        }
+        if let value = ProcessInfo.processInfo.environment[variable] { return value }
+        guard isatty(STDIN_FILENO) == 1 else {
+            throw DataProtectionError(.protectedDataUnavailable, "A passcode is needed, and standard input is not a terminal to ask for it.",
+                                      hint: "Set \(variable) or pass --passcode-file <file>.")
+        }
+        let first = try promptNoEcho(prompt)
+        if confirm {
+            guard try promptNoEcho("Again: ") == first else {
+                throw .init(.invalidArgument, "The two passcodes differ.")
+            }
+        }
+        return first
+    }
+
+    /// Reads a line from /dev/tty with echo off (getpass-style), restoring the terminal afterwards.
+    static func promptNoEcho(_ prompt: String) throws(DataProtectionError) -> String {
+        let tty = open("/dev/tty", O_RDWR | O_NOCTTY)
+        guard tty >= 0 else { throw DataProtectionError(.ioFailure, "Cannot open /dev/tty to ask for the passcode.") }
+        defer { close(tty) }
+        var saved = termios()
+        let haveTermios = tcgetattr(tty, &saved) == 0
+        if haveTermios {
+            var silent = saved
+            silent.c_lflag &= ~tcflag_t(ECHO)
+            silent.c_lflag |= tcflag_t(ICANON)
+            _ = tcsetattr(tty, TCSAFLUSH, &silent)
+        }
+        defer {
+            if haveTermios { _ = tcsetattr(tty, TCSAFLUSH, &saved) }
+            _ = "\n".utf8CString.withUnsafeBufferPointer { write(tty, $0.baseAddress, 1) }
+        }
+        _ = prompt.utf8CString.withUnsafeBufferPointer { write(tty, $0.baseAddress, $0.count - 1) }
+        var bytes: [UInt8] = []
+        var byte: UInt8 = 0
+        while read(tty, &byte, 1) == 1 {
+            if byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") { break }
+            bytes.append(byte)
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+/// A progress bar on standard error, only when it is a terminal and not `--quiet`.
+final class ProgressBar {
+    let total: UInt64?
+    let enabled: Bool
+    private var done: UInt64 = 0
+    private var lastDraw = ContinuousClock.now
+    private let clock = ContinuousClock()
+
+    init(total: UInt64?, quiet: Bool) {
+        self.total = total
+        self.enabled = !quiet && isatty(STDERR_FILENO) == 1
+    }
+
+    func advance(by count: Int) {
+        done += UInt64(count)
+        guard enabled, clock.now - lastDraw > .milliseconds(100) else { return }
+        lastDraw = clock.now
+        draw()
+    }
+
+    func finish() {
+        guard enabled else { return }
+        draw()
+        FileHandle.standardError.write("\n")
+    }
+
+    private func draw() {
+        let mebibytes = String(format: "%.1f MiB", Double(done) / 1_048_576)
+        var line = "\r"
+        if let total, total > 0 {
+            let fraction = min(1, Double(done) / Double(total))
+            let width = 30
+            let filled = Int(fraction * Double(width))
+            line += "[" + String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled) + "] "
+            line += String(format: "%3d%% ", Int(fraction * 100)) + mebibytes
+            line += String(format: " / %.1f MiB", Double(total) / 1_048_576)
+        } else {
+            line += mebibytes
+        }
+        FileHandle.standardError.write(line)
+    }
+}
+
+/// Prints `value` as JSON with sorted keys on standard output.
+func printJSON<T: Encodable>(_ value: T) throws {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+    encoder.dateEncodingStrategy = .iso8601
+    let data = try encoder.encode(value)
+    FileHandle.standardOutput.write(data)
+    FileHandle.standardOutput.write("\n")
+}
+
+/// The piece size of streamed transfers.
+let transferPieceSize = 1 << 20

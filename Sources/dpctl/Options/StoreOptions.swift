@@ -1,0 +1,42 @@
+import ArgumentParser
+import DataProtection
+import Foundation
+
+/// Options shared by the store commands: where the store is and where the passcode comes from.
+struct StoreOptions: ParsableArguments {
+    @Option(name: .customLong("store"), help: ArgumentHelp(
+        "The store directory (default: $DPCTL_STORE, else $XDG_DATA_HOME/dpctl or ~/.local/share/dpctl).",
+        valueName: "dir"))
+    var store: String?
+
+    @Option(name: .customLong("passcode-file"), help: ArgumentHelp(
+        "Read the passcode from this file (first line). Else $DPCTL_PASSCODE, else a no-echo prompt on a terminal.",
+        valueName: "file"))
+    var passcodeFile: String?
+
+    /// The store directory: `--store`, else `DPCTL_STORE`, else the per-user default under the XDG data directory.
+    var directory: URL {
+        let environment = ProcessInfo.processInfo.environment
+        if let store, !store.isEmpty { return URL(fileURLWithPath: store) }
+        if let store = environment["DPCTL_STORE"], !store.isEmpty { return URL(fileURLWithPath: store) }
+        if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") {
+            return URL(fileURLWithPath: data).appendingPathComponent("dpctl")
+        }
+        return FileManager.default.homeDirectoryForCurrentUser
+            .appendingPathComponent(".local/share/dpctl")
+    }
+}
+
+/// `--json` for the commands that print results.
+struct OutputOptions: ParsableArguments {
+    @Flag(name: .customLong("json"), help: "Print the result as a JSON object (sorted keys).")
+    var json = false
+}
+
+/// `--quiet` for the commands that move data.
+struct ProgressOptions: ParsableArguments {
+    @Flag(name: .customLong("quiet"), help: "No progress bar (it is shown only when standard error is a terminal).")
+    var quiet = false
+}
+
+extension ProtectionClass: ExpressibleByArgument {}
