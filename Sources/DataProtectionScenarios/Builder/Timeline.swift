@@ -17,6 +17,9 @@ import Foundation
 /// }
 /// ```
 ///
+/// Class parameters are optional, so class D is written `ProtectionClass.none`
+/// (a bare `.none` means "no class given").
+///
 /// A timeline is a value: each method returns a copy with one more step. Every
 /// step takes an `expect:` (default `.ok`: it must succeed). ``run(using:)``
 /// returns the ``ScenarioResult``; ``assertPasses(using:)`` (when Swift Testing

@@ -31,8 +31,6 @@ public struct ScenarioReport: Sendable, Hashable, Codable {
         return (try? encoder.encode(self)) ?? Data("{}".utf8)
     }
 
-    public mutating func append(contentsOf other: ScenarioReport) { results += other.results }
-
     // MARK: - Codable
 
     private enum CodingKeys: String, CodingKey { case passed, failed, scenarios }

@@ -10,10 +10,11 @@ struct LineReader {
     let arrow: Int?
     private(set) var position = 0
 
-    init(file: String, line: Line) {
+    /// A reader of `line`; unless `expectation`, the statement part ends at the first `->`.
+    init(file: String, line: Line, expectation: Bool = false) {
         self.file = file
         self.line = line
-        self.arrow = line.tokens.firstIndex(where: \.isArrow)
+        self.arrow = expectation ? nil : line.tokens.firstIndex(where: \.isArrow)
     }
 
     private var limit: Int { arrow ?? line.tokens.count }
@@ -30,23 +31,12 @@ struct LineReader {
         return token
     }
 
-    /// The tokens after `->` (`nil` without an arrow).
-    var expectationTokens: [Token]? {
-        arrow.map { Array(line.tokens[($0 + 1)...]) }
-    }
-
-    /// The expectation's tokens as a reader of their own.
+    /// The tokens after `->` as a reader of their own (`nil` without an arrow).
     func expectationReader() -> LineReader? {
         guard let arrow else { return nil }
         var rest = line
         rest.tokens = Array(line.tokens[(arrow + 1)...])
-        return LineReader(file: file, line: rest, arrowFree: ())
-    }
-
-    private init(file: String, line: Line, arrowFree: Void) {
-        self.file = file
-        self.line = line
-        self.arrow = nil
+        return LineReader(file: file, line: rest, expectation: true)
     }
 
     // MARK: - Errors
