@@ -30,6 +30,11 @@ struct Session {
             throw DataProtectionError(.fileExists, "A store already exists at \(directory.path).",
                                       hint: "Use `dpctl erase --yes` to start afresh, or choose another --store.")
         }
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        } catch {
+            throw DataProtectionError(.ioFailure, "Cannot create \(directory.path): \(error.localizedDescription)")
+        }
         self.store = try ProtectedStore(directory: directory, clock: SystemClock.shared, configuration: DeviceConfiguration())
     }
 
@@ -52,14 +57,13 @@ struct Session {
     /// nearest directory's, else the default.
     func effectiveClass(forNewFileAt path: String, given: ProtectionClass?) -> ProtectionClass {
         if let given { return given }
-        var current = path
-        while true {
-            if let attributes = try? store.attributesOfItem(atPath: current), let protectionClass = attributes.protectionClass {
+        var components = path.split(separator: "/").map(String.init)
+        while !components.isEmpty {
+            if let attributes = try? store.attributesOfItem(atPath: components.joined(separator: "/")),
+               let protectionClass = attributes.protectionClass {
                 return protectionClass
             }
-            let parent = (current as NSString).deletingLastPathComponent
-            if parent == current || parent.isEmpty { break }
-            current = parent
+            components.removeLast()
         }
         if let root = try? store.attributesOfItem(atPath: "/"), let protectionClass = root.protectionClass { return protectionClass }
         return .default
