@@ -3,10 +3,11 @@ import PackageDescription
 
 let package = Package(
     name: "DataProtection",
-    platforms: [.macOS(.v13)],
+    platforms: [.macOS(.v15)],
     products: [
         .library(name: "DataProtection", targets: ["DataProtection"]),
         .library(name: "DataProtectionScenarios", targets: ["DataProtectionScenarios"]),
+        .library(name: "DataProtectionScenarioTesting", targets: ["DataProtectionScenarioTesting"]),
         .executable(name: "dpctl", targets: ["dpctl"]),
     ],
     dependencies: [
@@ -40,6 +41,11 @@ let package = Package(
             name: "DataProtectionScenarios",
             dependencies: ["DataProtection"]
         ),
+        // `Timeline.assertPasses()` for Swift Testing, apart so that `dpctl` does not link Testing.
+        .target(
+            name: "DataProtectionScenarioTesting",
+            dependencies: ["DataProtectionScenarios"]
+        ),
         .executableTarget(
             name: "dpctl",
             dependencies: [
@@ -59,7 +65,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DataProtectionScenariosTests",
-            dependencies: ["DataProtectionScenarios", "DataProtection"]
+            dependencies: ["DataProtectionScenarios", "DataProtectionScenarioTesting", "DataProtection"]
         ),
         .testTarget(
             name: "dpctlTests",

@@ -1,4 +1,4 @@
-#if canImport(Testing)
+import DataProtectionScenarios
 import Testing
 
 extension Timeline {
@@ -20,4 +20,3 @@ extension Timeline {
         return result
     }
 }
-#endif

@@ -1,5 +1,6 @@
 import DataProtection
 import DataProtectionScenarios
+import DataProtectionScenarioTesting
 import Foundation
 import Testing
 
