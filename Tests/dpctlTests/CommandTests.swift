@@ -289,3 +289,73 @@ struct CommandTests {
         #expect(try fixture.run(["put", "a", "b", "--class", "nope"]).status == 64)
     }
 }
+
+@Suite("dpctl passcode attempts and terminals")
+struct PasscodeAttemptTests {
+    @Test("existence errors come before the passcode: put onto a directory, cp onto a file")
+    func existenceFirst() throws {
+        let fixture = try StoreFixture()
+        try fixture.initialize()
+        let source = try fixture.localFile("data", Data("x".utf8))
+        #expect(try fixture.run(["mkdir", "dir"], passcode: nil).status == 0)
+        #expect(try fixture.run(["put", source.path, "f", "--class", "complete"]).status == 0)
+        let put = try fixture.run(["put", source.path, "dir"], passcode: nil)
+        #expect(put.status == 17 && put.standardError.contains("(isADirectory)"))
+        #expect(try fixture.run(["cp", "f", "dir"], passcode: nil).status == 15)
+        #expect(try fixture.run(["cp", "nope", "g"], passcode: nil).status == 14)
+    }
+
+    @Test("the fifth failure starts a 1 min delay: passcodeAttemptsDelayed (12), shown by status")
+    func throttling() throws {
+        let fixture = try StoreFixture()
+        try fixture.initialize()
+        for attempt in 1...5 {
+            let result = try fixture.run(["unlock"], passcode: "000\(attempt)")
+            #expect(result.status == 11)
+        }
+        let delayed = try fixture.run(["cat", "anything-missing"], passcode: "1234")
+        #expect(delayed.status == 14, "existence first, no attempt needed")
+        let source = try fixture.localFile("data", Data("x".utf8))
+        let refused = try fixture.run(["put", source.path, "f"], passcode: "1234")
+        #expect(refused.status == 12)
+        #expect(refused.standardError.contains("(passcodeAttemptsDelayed)"))
+        let status = try fixture.run(["status", "--json"]).json()
+        #expect(status["failedAttempts"] as? Int == 5)
+        #expect(status["nextAttemptAllowed"] is String)
+        #expect(try fixture.run(["status"]).standardOutput.contains("next attempt allowed: 20"))
+        // Class none still works during the delay.
+        #expect(try fixture.run(["put", source.path, "open", "--class", "none"], passcode: nil).status == 0)
+    }
+
+    @Test("on a terminal the passcode is asked with echo off (via script(1), when present)")
+    func terminalPrompt() throws {
+        // util-linux's script(1) (`-qec`); BSD's takes other options.
+        #if !os(Linux)
+        return
+        #else
+        let script = "/usr/bin/script"
+        guard FileManager.default.isExecutableFile(atPath: script) else { return }
+        let fixture = try StoreFixture()
+        try fixture.initialize()
+        let source = try fixture.localFile("data", Data("from the terminal".utf8))
+        #expect(try fixture.run(["put", source.path, "f", "--class", "complete"]).status == 0)
+        // Type the passcode once the prompt is up.
+        let typing = Process()
+        typing.executableURL = URL(fileURLWithPath: "/bin/sh")
+        let command = "'\(DPCtlRunner.executable.path)' cat f"
+        typing.arguments = ["-c", "(sleep 1; printf '1234\\n') | \(script) -qec \"\(command)\" /dev/null"]
+        typing.environment = fixture.environment(passcode: nil)
+        let output = Pipe()
+        typing.standardOutput = output
+        typing.standardError = FileHandle.nullDevice
+        try typing.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        typing.waitUntilExit()
+        let text = String(decoding: data, as: UTF8.self)
+        #expect(typing.terminationStatus == 0, "\(text)")
+        #expect(text.contains("Passcode: "))
+        #expect(text.contains("from the terminal"))
+        #expect(!text.contains("1234"), "the passcode was echoed: \(text)")
+        #endif
+    }
+}

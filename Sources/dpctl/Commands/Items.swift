@@ -83,6 +83,11 @@ struct Copy: ParsableCommand {
         try reporting {
             let session = try Session(storeOptions)
             let attributes = try session.store.attributesOfItem(atPath: source)
+            guard attributes.type == .file else { throw DataProtectionError(.isADirectory, "\(source) is a directory.") }
+            // Existence errors come before the passcode (semantics.md's order).
+            if session.store.fileExists(atPath: destination) {
+                throw DataProtectionError(.fileExists, "\(destination) already exists.")
+            }
             let sourceClass = attributes.protectionClass ?? .default
             try session.unlock(for: sourceClass)
             let copyClass = protectionClass ?? sourceClass

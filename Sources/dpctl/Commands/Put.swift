@@ -40,6 +40,10 @@ struct Put: ParsableCommand {
             }
             defer { if source != "-" { try? input.close() } }
             let session = try Session(storeOptions)
+            // Existence errors come before the passcode (semantics.md's order).
+            if let existing = try? session.store.attributesOfItem(atPath: path), existing.type == .directory {
+                throw DataProtectionError(.isADirectory, "\(path) is a directory.")
+            }
             let effective = session.effectiveClass(forNewFileAt: path, given: protectionClass)
             // Creating a completeUnlessOpen file needs only the class B public key.
             if effective != .completeUnlessOpen { try session.unlock(for: effective) }

@@ -116,10 +116,10 @@ enum Passcode {
             var silent = saved
             silent.c_lflag &= ~tcflag_t(ECHO)
             silent.c_lflag |= tcflag_t(ICANON)
-            _ = tcsetattr(tty, TCSAFLUSH, &silent)
+            _ = tcsetattr(tty, TCSANOW, &silent)
         }
         defer {
-            if haveTermios { _ = tcsetattr(tty, TCSAFLUSH, &saved) }
+            if haveTermios { _ = tcsetattr(tty, TCSANOW, &saved) }
             _ = "\n".utf8CString.withUnsafeBufferPointer { write(tty, $0.baseAddress, 1) }
         }
         _ = prompt.utf8CString.withUnsafeBufferPointer { write(tty, $0.baseAddress, $0.count - 1) }
@@ -138,6 +138,7 @@ final class ProgressBar {
     let total: UInt64?
     let enabled: Bool
     private var done: UInt64 = 0
+    private var drawn = false
     private var lastDraw = ContinuousClock.now
     private let clock = ContinuousClock()
 
@@ -150,11 +151,14 @@ final class ProgressBar {
         done += UInt64(count)
         guard enabled, clock.now - lastDraw > .milliseconds(100) else { return }
         lastDraw = clock.now
+        drawn = true
         draw()
     }
 
+    /// Completes the bar (nothing for a transfer too short to have shown one).
     func finish() {
-        guard enabled else { return }
+        guard enabled, drawn else { return }
+        drawn = false
         draw()
         FileHandle.standardError.write("\n")
     }
