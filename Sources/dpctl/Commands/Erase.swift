@@ -1,0 +1,25 @@
+import ArgumentParser
+import DataProtection
+import Foundation
+
+/// `dpctl erase --yes`.
+struct Erase: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Erase the device: every file becomes unrecoverable at once; the store starts afresh with no passcode.")
+
+    @OptionGroup var storeOptions: StoreOptions
+
+    @Flag(name: .customLong("yes"), help: "Confirm the erase.")
+    var yes = false
+
+    func validate() throws {
+        guard yes else { throw ValidationError("Erasing destroys every file in the store: add --yes to confirm.") }
+    }
+
+    func run() throws {
+        try reporting {
+            try Session(storeOptions).device.erase()
+            print("Erased the store at \(storeOptions.directory.path): no passcode, no files.")
+        }
+    }
+}
