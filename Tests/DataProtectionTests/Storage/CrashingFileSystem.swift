@@ -1,0 +1,260 @@
+import Foundation
+import SodiumBridge
+import Synchronization
+import SystemPackage
+@testable import DataProtection
+
+/// A ``FileSystem`` that crashes: it forwards to ``PosixFileSystem``, numbers
+/// the mutating operations (`createFile`, `write`, `synchronize`, `close`,
+/// `rename`, `synchronizeDirectory`, `removeFile`) and, once armed, throws a
+/// simulated crash instead of performing operation number N. From then on
+/// every operation fails: the process is dead.
+///
+/// In ``Mode/loseUnsynced(_:)`` the crash is a power cut: what the disk had
+/// not been told to make durable is lost. File data written since the file's
+/// last `fsync` is truncated or turned into garbage, and every creation,
+/// rename and removal not yet followed by an `fsync` of its directory is
+/// undone (a rename puts the old target content back and the source file too).
+/// In ``Mode/keepEverything`` the crash only stops the process.
+final class CrashingFileSystem: FileSystem {
+    enum Loss: String, Sendable, CaseIterable {
+        /// Unsynced file data becomes an empty file.
+        case truncate
+        /// Unsynced file data becomes random bytes.
+        case garbage
+    }
+
+    enum Mode: Sendable, Hashable, CustomStringConvertible {
+        case keepEverything
+        case loseUnsynced(Loss)
+
+        static let allCases: [Mode] = [.keepEverything, .loseUnsynced(.truncate), .loseUnsynced(.garbage)]
+
+        var description: String {
+            switch self {
+            case .keepEverything: "keep everything"
+            case .loseUnsynced(let loss): "lose unsynced (\(loss.rawValue))"
+            }
+        }
+    }
+
+    /// A directory-level change not yet made durable by an `fsync` of its directory.
+    private enum Change {
+        case created(FilePath)
+        /// `moved`: the renamed file's content; `replaced`: what `destination` held before.
+        case renamed(source: FilePath, destination: FilePath, moved: Data, replaced: Data?)
+        case removed(FilePath, content: Data?)
+
+        var directory: FilePath {
+            switch self {
+            case .created(let path), .removed(let path, _): path.removingLastComponent()
+            case .renamed(_, let destination, _, _): destination.removingLastComponent()
+            }
+        }
+    }
+
+    private struct State {
+        var mode: Mode
+        var operations = 0
+        var crashAt: Int?
+        var crashed = false
+        /// Open descriptors (raw value) and their paths.
+        var open: [CInt: FilePath] = [:]
+        /// Files (by current path) whose data was written after their last `fsync`.
+        var unsynced: Set<FilePath> = []
+        /// Directory changes not yet synchronised, oldest first.
+        var journal: [Change] = []
+    }
+
+    private let base = PosixFileSystem()
+    private let state: Mutex<State>
+
+    init(mode: Mode) {
+        state = Mutex(State(mode: mode))
+    }
+
+    /// Mutating operations performed since creation or the last ``arm(crashAt:)``.
+    var operations: Int { state.withLock { $0.operations } }
+
+    /// Whether the simulated crash happened.
+    var hasCrashed: Bool { state.withLock { $0.crashed } }
+
+    /// Resets the operation count; the `step`-th mutating operation from now crashes
+    /// (`nil`: only count).
+    func arm(crashAt step: Int?) {
+        state.withLock { state in
+            state.operations = 0
+            state.crashAt = step
+        }
+    }
+
+    /// Whether `error` is the simulated crash.
+    static func isCrash(_ error: (any Error)?) -> Bool {
+        guard let error = error as? DataProtectionError else { return false }
+        return error.message.hasPrefix(crashMessage)
+    }
+
+    private static let crashMessage = "simulated crash"
+
+    // MARK: - FileSystem
+
+    func readFile(at path: FilePath) throws(DataProtectionError) -> Data? {
+        try checkAlive()
+        return try base.readFile(at: path)
+    }
+
+    func readSecretFile(at path: FilePath) throws(DataProtectionError) -> SecureBytes? {
+        try checkAlive()
+        return try base.readSecretFile(at: path)
+    }
+
+    func createFile(at path: FilePath) throws(DataProtectionError) -> FileDescriptor {
+        try step()
+        let descriptor = try base.createFile(at: path)
+        state.withLock { state in
+            state.open[descriptor.rawValue] = path
+            state.journal.append(.created(path))
+        }
+        return descriptor
+    }
+
+    func write(_ bytes: FileBytes, to descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) {
+        try step()
+        try base.write(bytes, to: descriptor, path: path)
+        state.withLock { state in
+            if let current = state.open[descriptor.rawValue] { state.unsynced.insert(current) }
+        }
+    }
+
+    func synchronize(_ descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) {
+        try step()
+        try base.synchronize(descriptor, path: path)
+        state.withLock { state in
+            if let current = state.open[descriptor.rawValue] { state.unsynced.remove(current) }
+        }
+    }
+
+    func close(_ descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) {
+        try step()
+        state.withLock { _ = $0.open.removeValue(forKey: descriptor.rawValue) }
+        try base.close(descriptor, path: path)
+    }
+
+    func rename(_ source: FilePath, to destination: FilePath) throws(DataProtectionError) {
+        try step()
+        let moved = try base.readFile(at: source) ?? Data()
+        let replaced = try base.readFile(at: destination)
+        try base.rename(source, to: destination)
+        state.withLock { state in
+            var moved = moved
+            // The replaced file's unsynced data goes with it; the moved file's stays unsynced.
+            state.unsynced.remove(destination)
+            if state.unsynced.remove(source) != nil {
+                state.unsynced.insert(destination)
+                moved = Self.lost(moved, state.mode)
+            }
+            state.journal.append(.renamed(source: source, destination: destination, moved: moved, replaced: replaced))
+            for (raw, path) in state.open where path == source { state.open[raw] = destination }
+        }
+    }
+
+    func synchronizeDirectory(at path: FilePath) throws(DataProtectionError) {
+        try step()
+        try base.synchronizeDirectory(at: path)
+        state.withLock { state in
+            state.journal.removeAll { $0.directory == path }
+        }
+    }
+
+    func removeFile(at path: FilePath) throws(DataProtectionError) {
+        try step()
+        let content = try base.readFile(at: path)
+        try base.removeFile(at: path)
+        state.withLock { state in
+            state.unsynced.remove(path)
+            if content != nil { state.journal.append(.removed(path, content: content)) }
+        }
+    }
+
+    func createDirectory(at path: FilePath) throws(DataProtectionError) {
+        try checkAlive()
+        try base.createDirectory(at: path)
+    }
+
+    func contentsOfDirectory(at path: FilePath) throws(DataProtectionError) -> [String] {
+        try checkAlive()
+        return try base.contentsOfDirectory(at: path)
+    }
+
+    // MARK: - Crashing
+
+    private func checkAlive() throws(DataProtectionError) {
+        if state.withLock({ $0.crashed }) {
+            throw DataProtectionError(.ioFailure, "\(Self.crashMessage): the process is dead")
+        }
+    }
+
+    /// Counts one mutating operation, and crashes if it is the chosen one.
+    private func step() throws(DataProtectionError) {
+        let crashNow = state.withLock { state -> Bool in
+            if state.crashed { return false }
+            state.operations += 1
+            return state.operations == state.crashAt
+        }
+        try checkAlive()
+        guard crashNow else { return }
+        let operation = state.withLock { state -> Int in
+            state.crashed = true
+            return state.operations
+        }
+        powerCut()
+        throw DataProtectionError(.ioFailure, "\(Self.crashMessage) at mutating operation \(operation)")
+    }
+
+    /// Closes every open descriptor and, when losing unsynced data, undoes
+    /// what was not durable.
+    private func powerCut() {
+        let (mode, open, unsynced, journal) = state.withLock { state in
+            defer {
+                state.open.removeAll()
+                state.unsynced.removeAll()
+                state.journal.removeAll()
+            }
+            return (state.mode, state.open, state.unsynced, state.journal)
+        }
+        for raw in open.keys { try? FileDescriptor(rawValue: raw).close() }
+        guard case .loseUnsynced = mode else { return }
+        for path in unsynced {
+            if let data = try? base.readFile(at: path) {
+                overwrite(path, with: Self.lost(data, mode))
+            }
+        }
+        for change in journal.reversed() {
+            switch change {
+            case .created(let path):
+                try? base.removeFile(at: path)
+            case .renamed(let source, let destination, let moved, let replaced):
+                overwrite(source, with: moved)
+                if let replaced { overwrite(destination, with: replaced) } else { try? base.removeFile(at: destination) }
+            case .removed(let path, let content):
+                if let content { overwrite(path, with: content) }
+            }
+        }
+    }
+
+    /// What unsynced data turns into.
+    private static func lost(_ data: Data, _ mode: Mode) -> Data {
+        switch mode {
+        case .keepEverything: data
+        case .loseUnsynced(.truncate): Data()
+        case .loseUnsynced(.garbage): Data((0..<max(data.count, 1)).map { _ in UInt8.random(in: 0...255) })
+        }
+    }
+
+    /// Replaces a file's content behind the device's back (the disk after the power cut).
+    private func overwrite(_ path: FilePath, with data: Data) {
+        let url = URL(fileURLWithPath: path.string)
+        try? FileManager.default.removeItem(at: url)
+        _ = FileManager.default.createFile(atPath: path.string, contents: data, attributes: [.posixPermissions: 0o600])
+    }
+}
