@@ -23,16 +23,28 @@ struct DPCtlRunner {
         fatalError("dpctl not found next to the test bundle (\(candidates.map(\.path)))")
     }
 
-    static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
+    /// Runs `dpctl arguments` with the test's environment plus `environment`, or exactly
+    /// `fullEnvironment` when given; standard input from `input` (else /dev/null), standard
+    /// output into `outputFile` when given (then `standardOutput` is empty).
+    static func run(
+        _ arguments: [String], environment: [String: String] = [:], fullEnvironment: [String: String]? = nil,
+        input: URL? = nil, outputFile: URL? = nil
+    ) throws -> Result {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        process.environment = fullEnvironment ?? ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let output = Pipe()
         let error = Pipe()
-        process.standardOutput = output
+        if let outputFile {
+            _ = FileManager.default.createFile(atPath: outputFile.path, contents: nil)
+            process.standardOutput = try FileHandle(forWritingTo: outputFile)
+            try output.fileHandleForWriting.close()
+        } else {
+            process.standardOutput = output
+        }
         process.standardError = error
-        process.standardInput = FileHandle.nullDevice
+        process.standardInput = try input.map { try FileHandle(forReadingFrom: $0) } ?? FileHandle.nullDevice
         try process.run()
         // Read both pipes to the end before waiting, so a full pipe cannot block the child.
         let group = DispatchGroup()

@@ -28,36 +28,8 @@ final class StoreFixture {
     @discardableResult
     func run(_ arguments: [String], passcode: String? = "1234", input: URL? = nil, outputFile: URL? = nil,
              extra: [String: String] = [:]) throws -> DPCtlRunner.Result {
-        let process = Process()
-        process.executableURL = DPCtlRunner.executable
-        process.arguments = arguments
-        process.environment = environment(passcode: passcode, extra: extra)
-        let output = Pipe()
-        let error = Pipe()
-        if let outputFile {
-            _ = FileManager.default.createFile(atPath: outputFile.path, contents: nil)
-            process.standardOutput = try FileHandle(forWritingTo: outputFile)
-            try output.fileHandleForWriting.close()
-        } else {
-            process.standardOutput = output
-        }
-        process.standardError = error
-        process.standardInput = try input.map { try FileHandle(forReadingFrom: $0) } ?? FileHandle.nullDevice
-        try process.run()
-        let group = DispatchGroup()
-        nonisolated(unsafe) var errorData = Data()
-        group.enter()
-        DispatchQueue.global().async {
-            errorData = error.fileHandleForReading.readDataToEndOfFile()
-            group.leave()
-        }
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
-        group.wait()
-        process.waitUntilExit()
-        return DPCtlRunner.Result(
-            status: process.terminationStatus,
-            standardOutput: String(decoding: outputData, as: UTF8.self),
-            standardError: String(decoding: errorData, as: UTF8.self))
+        try DPCtlRunner.run(arguments, fullEnvironment: environment(passcode: passcode, extra: extra),
+                            input: input, outputFile: outputFile)
     }
 
     /// `dpctl init` with passcode 1234 (or none).
