@@ -243,7 +243,9 @@ def open_file(data, keys):
             step = "mac"
             continue
         size = stride(header.shift)
-        if not (physical_size(header.length, header.shift) <= len(data) <= REGION_LEN + header.allocated * size):
+        at_rest = header.allocated == records_for(header.length, header.shift)
+        limit = physical_size(header.length, header.shift) if at_rest else REGION_LEN + header.allocated * size
+        if not (physical_size(header.length, header.shift) <= len(data) <= limit):
             step = "size"
             continue
         chunk_key = label_key(file_key, L_CHUNKS)
@@ -433,9 +435,9 @@ def file_vectors():
 
     # --- tolerated or undetected by design -------------------------------------
     f, content, image, _, _ = files["one_chunk_plus_one"]
-    file_ok("extended_one_byte_partial_last_record",
-            "one_chunk_plus_one with a zero byte appended: still inside the 2 allocated records, ignored",
-            f, image + b"\x00", content, 0, 1)
+    file_bad("extended_one_byte_partial_last_record",
+             "one_chunk_plus_one with a zero byte appended: at rest (2 records allocated, 2 needed) the size must be exact",
+             f, image + b"\x00", "size")
     f, content, image = files["class A"]
     file_ok("slot_padding_flipped", "class_a with one bit of slot 0's zero padding (byte 300) flipped: "
             "the padding is not authenticated and readers ignore it", f, flip(image, 300), content, 0, 1)

@@ -67,4 +67,25 @@ struct RecoveryTests {
             #expect(try store.attributesOfItem(atPath: "\(protectionClass)").protectionClass == protectionClass)
         }
     }
+
+    @Test("at rest, a single byte appended after a short last record is detected", arguments: [1, 100, 16385, 40_000])
+    func appendedByteIsDetected(size: Int) throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try makeStore()
+        try store.write(Data(repeating: 9, count: size), to: "f", protection: .complete)
+        let handle = try store.openFile(atPath: "f")
+        try handle.write(contentsOf: Data("edit".utf8), atOffset: 0)   // a handle flush, then a close
+        try handle.close()
+        let disk = try #require(try entries(directory.appendingPathComponent("files")).first)
+        let file = try FileHandle(forWritingTo: disk)
+        try file.seekToEnd()
+        try file.write(contentsOf: Data([0]))
+        try file.close()
+        do {
+            _ = try store.contents(atPath: "f")
+            Issue.record("a file with a byte appended was read")
+        } catch {
+            #expect(error.code == .integrityFailure)
+        }
+    }
 }

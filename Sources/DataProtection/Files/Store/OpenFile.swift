@@ -211,7 +211,12 @@ final class OpenFile: @unchecked Sendable {
         guard physical >= header.physicalSize(forLength: header.length) else {
             throw .integrity("The file is shorter than its authenticated length: it was truncated.")
         }
-        let allowed = Int64(FileHeader.regionByteCount) + Int64(header.allocatedRecords) * Int64(header.recordStride)
+        // At rest (no growth or shrink in flight) the size is exact: any appended byte is detected.
+        // While one is in flight (more records allocated than the length needs), records written
+        // ahead of their commit are tolerated up to the allocation.
+        let atRest = header.allocatedRecords == header.records(forLength: header.length)
+        let allowed = atRest ? header.physicalSize(forLength: header.length)
+            : Int64(FileHeader.regionByteCount) + Int64(header.allocatedRecords) * Int64(header.recordStride)
         guard physical <= allowed else {
             throw .integrity("The file is longer than its authenticated length: data was appended to it.")
         }
@@ -491,7 +496,9 @@ final class OpenFile: @unchecked Sendable {
             precondition(direct.chunks.upperBound <= newLength >> UInt64(header.chunkShift), "direct chunks past the end")
             indices.formUnion(direct.chunks)
         }
-        let allocated = max(header.allocatedRecords, newCount)
+        // A shrink is in flight until its `ftruncate` is done: it allocates one record more than the
+        // new length needs, so a crash before the truncation leaves a file the reader tolerates.
+        let allocated = max(header.allocatedRecords, newLength < oldLength ? newCount + 1 : newCount)
         if allocated > header.allocatedRecords {
             try writeHeader(length: oldLength, allocated: allocated, keys: keys)
             // Durable before the records it allows: after a power cut, records on disk

@@ -129,7 +129,11 @@ struct FormatSpecSlot: Sendable {
         return UInt64(FormatSpec.regionByteCount) + (count - 1) * stride + (length - (count - 1) * chunkSize) + FormatSpec.overhead
     }
 
-    var allowedSize: UInt64 { UInt64(FormatSpec.regionByteCount) + allocated * stride }
+    /// At rest (as many records allocated as the length needs) the size is exact; while a
+    /// growth or shrink is in flight, up to the allocation.
+    var allowedSize: UInt64 {
+        allocated == recordCount ? committedSize : UInt64(FormatSpec.regionByteCount) + allocated * stride
+    }
 
     func recordOffset(_ index: UInt64) -> UInt64 { UInt64(FormatSpec.regionByteCount) + index * stride }
 
