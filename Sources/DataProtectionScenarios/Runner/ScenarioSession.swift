@@ -41,6 +41,36 @@ final class ScenarioSession {
         return result
     }
 
+    // MARK: - Interactive use (`dpctl shell`)
+
+    /// Creates the device and store of the `device` statement.
+    func start() throws(DataProtectionError) { try setUp() }
+
+    /// Closes every handle and removes the session's directory.
+    func finish() { tearDown() }
+
+    /// Performs one step and describes what came of it: the value or `ok`, the error,
+    /// or, when the statement carries `->`, whether it matched.
+    func interact(_ step: Step) -> String {
+        guard let store else { return "error: no device" }
+        if case .expect(let check) = step.action {
+            if let mismatch = self.check(check, device: store.device) {
+                return "FAIL: expected \(mismatch.expected), got \(mismatch.actual)"
+            }
+            return "ok"
+        }
+        let outcome: Outcome
+        do throws(DataProtectionError) {
+            outcome = try execute(step.action, store: store)
+        } catch {
+            outcome = .failed(error)
+        }
+        if step.source.contains("->"), let mismatch = step.expectation.mismatch(with: outcome) {
+            return "FAIL: expected \(mismatch.expected), got \(mismatch.actual)"
+        }
+        return outcome.description
+    }
+
     // MARK: - Set-up and tear-down
 
     /// The `device` statement: a fresh store on a virtual clock at 0.

@@ -16,6 +16,20 @@ public enum ScenarioParser {
     public static func parse(_ text: String, file: String) throws(ScenarioSyntaxError) -> [Scenario] {
         try parse(Data(text.utf8), file: file)
     }
+
+    /// One statement typed into an interactive session (`dpctl shell`), as a step of an
+    /// ongoing scenario whose handle names so far are `handles` (an `open … as h` adds `h`).
+    /// `nil` for a blank or comment-only line.
+    public static func parseStatement(
+        _ text: String, handles: inout Set<String>, file: String = "shell"
+    ) throws(ScenarioSyntaxError) -> Step? {
+        guard let line = try Lexer(file: file).lines(of: Data(text.utf8)).first else { return nil }
+        var parser = Parser(file: file)
+        parser.handles = handles
+        let step = try parser.step(line)
+        handles = parser.handles
+        return step
+    }
 }
 
 /// What may follow `->` on a statement.
@@ -120,7 +134,7 @@ private struct Parser {
 
     // MARK: - Statements
 
-    private mutating func step(_ line: Line) throws(ScenarioSyntaxError) -> Step {
+    fileprivate mutating func step(_ line: Line) throws(ScenarioSyntaxError) -> Step {
         var reader = LineReader(file: file, line: line)
         let (keyword, token) = try reader.word(Self.statements)
         let location = ScenarioLocation(file: file, line: line.number, column: token.column)

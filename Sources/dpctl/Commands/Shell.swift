@@ -1,0 +1,46 @@
+import ArgumentParser
+import DataProtectionScenarios
+import Foundation
+
+/// `dpctl shell`: an interactive session on one simulated device, driven by scenario statements.
+struct Shell: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "An interactive session on one simulated device: type scenario statements, see each result.",
+        discussion: """
+            Keeps one device and store alive (a temporary directory, a virtual clock from 0) and accepts \
+            the statements of the scenario language: `unlock 1234`, `lock`, `advance 10s`, \
+            `put Documents/a "hi" class=complete`, `open Documents/a as h`, `h.read 2`, `expect state locked`, \
+            `device passcode=1234 grace=10s` to start afresh. Each result is printed; `-> …` checks it. \
+            `quit` or end of input ends the session. Reads standard input, so a file of statements can be piped in.
+            """)
+
+    @Option(name: .customLong("device"), help: "The device statement to start with, e.g. \"device passcode=1234 grace=10s\".")
+    var device = "device"
+
+    func run() throws {
+        let shell: ScenarioShell
+        do {
+            shell = try ScenarioShell(device: device)
+        } catch {
+            var standardError = FileHandle.standardError
+            print("dpctl: error: \(error)", to: &standardError)
+            throw ExitCode(ExitStatus.code(for: .invalidArgument))
+        }
+        let interactive = isatty(STDIN_FILENO) == 1
+        if interactive {
+            print("DataProtection shell: scenario statements, one per line; `quit` to leave.")
+        }
+        while true {
+            if interactive {
+                print("dp> ", terminator: "")
+                fflush(nil)
+            }
+            guard let line = readLine() else { break }
+            if ["quit", "exit"].contains(line.trimmingCharacters(in: .whitespaces)) { break }
+            if let output = shell.execute(line) {
+                print(output)
+                fflush(nil)
+            }
+        }
+    }
+}

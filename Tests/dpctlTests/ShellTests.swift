@@ -1,0 +1,45 @@
+import Foundation
+import Testing
+
+@Suite("dpctl shell")
+struct ShellTests {
+    @Test("statements typed into the shell keep one device alive and print each result")
+    func session() throws {
+        let input = FileManager.default.temporaryDirectory.appendingPathComponent("dpctl-shell-\(UUID()).txt")
+        defer { try? FileManager.default.removeItem(at: input) }
+        let statements = """
+            unlock 0000
+            unlock 1234
+            open Documents/log.txt as h create class=complete
+            h.write "hello"
+            lock
+            advance 5s
+            h.write " world"
+            advance 6s
+            h.write "!"
+            unlock 1234
+            get Documents/log.txt
+            h.size -> 12
+            h.bogus
+            # a comment, then a blank line
+
+            expect state unlocked
+            quit
+            ls /
+            """
+        try Data(statements.utf8).write(to: input)
+        let result = try DPCtlRunner.run(["shell", "--device", "device passcode=1234 grace=10s"], input: input)
+        #expect(result.status == 0, "stderr: \(result.standardError)")
+        let lines = result.standardOutput.split(separator: "\n").map(String.init)
+        #expect(lines.count == 14, "\(lines)")
+        guard lines.count == 14 else { return }
+        #expect(lines[0].hasPrefix("error incorrectPasscode"))
+        #expect(lines[1...7].allSatisfy { $0 == "ok" })
+        #expect(lines[8].hasPrefix("error protectedDataUnavailable"))   // the grace period is over
+        #expect(lines[9] == "ok")
+        #expect(lines[10] == "\"hello world\"")                          // the write inside the grace period was kept
+        #expect(lines[11] == "FAIL: expected 12, got 11")
+        #expect(lines[12].hasPrefix("syntax error: shell:1:"))
+        #expect(lines[13] == "ok")                                         // nothing after `quit` runs
+    }
+}
