@@ -100,6 +100,13 @@ extension Device {
         if let broken = core.withLock({ $0.needsReboot }) { throw broken }
         let now = clock.now
         let record = try loadAttempts(now: now)
+        // A count already at the limit means the attempt that reached it was recorded but
+        // its erase did not complete (a power cut): finish the erase before anything else,
+        // or cutting the power at the right moment would buy unlimited guesses.
+        if let limit = configuration.eraseAfterFailedAttempts, Int(record.failures) >= limit {
+            try eraseLocked()
+            throw DataProtectionError(.deviceErased, "\(record.failures) failed passcode attempts: the device was erased.")
+        }
         if let allowed = Self.nextAttempt(after: record), now < allowed {
             let wait = now.duration(to: allowed)
             throw DataProtectionError(
@@ -173,9 +180,9 @@ extension Device {
         return punitive
     }
 
-    /// Writes the record. Only the increment before a verdict must be durable:
-    /// losing any later write to a power cut leaves the count higher, never lower
-    /// (or, with a torn file, the longest delay).
+    /// Writes the record. Only the increment before a verdict must be durable (directory
+    /// `fsync` too): a later write lost to a power cut leaves that increment, a count
+    /// higher than the truth, never lower; file data is always `fsync`ed, so never torn.
     private func storeAttempts(_ record: AttemptRecord, durable: Bool = false) throws(DataProtectionError) {
         let counterKey = core.withLock { $0.counterKey }
         try files.writeAttempts(record, macKey: counterKey, durable: durable)

@@ -61,9 +61,10 @@ package struct AtomicFileWriter: Sendable {
         self.fileSystem = fileSystem
     }
 
-    /// Replaces (or creates) the file at `path` with `parts`; durably unless
-    /// `durable` is false (then still atomic against a process crash, and a
-    /// power cut may leave the old file, or one that fails to parse).
+    /// Replaces (or creates) the file at `path` with `parts`. The new content is always
+    /// `fsync`ed before the rename, so a power cut leaves the old file or the new one,
+    /// never a torn one; with `durable` false the directory is not `fsync`ed, so the
+    /// rename itself may be lost (the old file stays).
     package func write(_ parts: [FileBytes], to path: FilePath, durable: Bool = true) throws(DataProtectionError) {
         guard let name = path.lastComponent?.string else {
             throw .invalidArgument("No file name in \(path).")
@@ -76,7 +77,7 @@ package struct AtomicFileWriter: Sendable {
             for part in parts {
                 try fileSystem.write(part, to: descriptor, path: temporary)
             }
-            if durable { try fileSystem.synchronize(descriptor, path: temporary) }
+            try fileSystem.synchronize(descriptor, path: temporary)
         } catch {
             try? fileSystem.close(descriptor, path: temporary)
             try? fileSystem.removeFile(at: temporary)
