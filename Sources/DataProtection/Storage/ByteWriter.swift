@@ -7,7 +7,6 @@ struct ByteWriter {
     init(capacity: Int = 0) { data.reserveCapacity(capacity) }
 
     mutating func append(_ bytes: Data) { data.append(bytes) }
-    mutating func append(ascii: String) { data.append(contentsOf: Array(ascii.utf8)) }
     mutating func append(_ value: UInt8) { data.append(value) }
     mutating func append(_ value: UInt32) { withUnsafeBytes(of: value.littleEndian) { data.append(contentsOf: $0) } }
     mutating func append(_ value: UInt64) { withUnsafeBytes(of: value.littleEndian) { data.append(contentsOf: $0) } }

@@ -165,14 +165,6 @@ final class OpenFile: @unchecked Sendable {
         return nil
     }
 
-    /// Writes a new, empty protected file at `path` (which must not exist), durably.
-    static func createEmpty(at path: FilePath, protectionClass: ProtectionClass, device: Device, now: Date) throws(DataProtectionError) {
-        let (header, keys) = try newHeader(protectionClass: protectionClass, device: device, now: now)
-        defer { keys.wipe() }
-        try AtomicFileWriter(fileSystem: PosixFileSystem()).write(
-            [.data(header.encodedSlot(macKey: keys.macKey)), .data(Data(count: FileHeader.slotByteCount))], to: path)
-    }
-
     /// A fresh header (generation 1, empty) with a new wrapped file key.
     static func newHeader(protectionClass: ProtectionClass, device: Device, now: Date) throws(DataProtectionError) -> (FileHeader, FileKeys) {
         let keys = FileKeys.generate()
