@@ -24,6 +24,8 @@ public final class Device: Sendable {
     public let directory: URL
 
     let files: DeviceFiles
+    /// The file system the device files, and the files of a store on this device, go through.
+    package var fileSystem: any FileSystem { files.fileSystem }
     let hierarchy: KeyHierarchy
     /// Serialises state transitions; recursive so that observers may query the device.
     let transition = NSRecursiveLock()

@@ -1,100 +1,61 @@
 import Foundation
 import SystemPackage
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// A protected file's descriptor: positioned reads and writes, resize, `fsync`
-/// and size, with every `errno` turned into a ``DataProtectionError`` naming the
-/// operation and the path.
+/// and size, each one call of the ``FileSystem`` it was opened on (whose `errno`
+/// becomes a ``DataProtectionError`` naming the operation and the path).
 struct DataFileDescriptor: Sendable {
     let descriptor: FileDescriptor
     let path: FilePath
+    let fileSystem: any FileSystem
 
-    /// Opens an existing file for reading and writing.
-    static func open(_ path: FilePath) throws(DataProtectionError) -> DataFileDescriptor {
-        let descriptor = try call("open", path) {
-            try FileDescriptor.open(path, .readWrite, options: [.closeOnExec, .noFollow])
-        }
-        return DataFileDescriptor(descriptor: descriptor, path: path)
+    /// Opens an existing file for reading and writing (not through a symbolic link).
+    static func open(_ path: FilePath, fileSystem: any FileSystem) throws(DataProtectionError) -> DataFileDescriptor {
+        DataFileDescriptor(descriptor: try fileSystem.openDataFile(at: path, create: false), path: path, fileSystem: fileSystem)
     }
 
-    /// Creates a new file (mode 0600), failing if one exists.
-    static func create(_ path: FilePath) throws(DataProtectionError) -> DataFileDescriptor {
-        let descriptor = try call("open", path) {
-            try FileDescriptor.open(path, .readWrite, options: [.create, .exclusiveCreate, .closeOnExec, .noFollow],
-                                    permissions: [.ownerReadWrite])
-        }
-        return DataFileDescriptor(descriptor: descriptor, path: path)
+    /// Creates a new file (mode 0600), failing if anything exists at `path`.
+    static func create(_ path: FilePath, fileSystem: any FileSystem) throws(DataProtectionError) -> DataFileDescriptor {
+        DataFileDescriptor(descriptor: try fileSystem.openDataFile(at: path, create: true), path: path, fileSystem: fileSystem)
+    }
+
+    /// The same descriptor, known by a new path (after a rename).
+    func moved(to path: FilePath) -> DataFileDescriptor {
+        DataFileDescriptor(descriptor: descriptor, path: path, fileSystem: fileSystem)
     }
 
     /// Reads up to `count` bytes at `offset`; fewer only at the end of the file.
     func read(at offset: Int64, count: Int) throws(DataProtectionError) -> Data {
-        var data = Data(uninitializedCount: count)
-        var filled = 0
-        while filled < count {
-            let got = try Self.call("pread", path) {
-                try data.withUnsafeMutableBytes { buffer in
-                    try descriptor.read(fromAbsoluteOffset: offset + Int64(filled),
-                                        into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]))
-                }
-            }
-            if got == 0 { break }
-            filled += got
-        }
-        if filled < count { data.removeSubrange(filled...) }
-        return data
+        try fileSystem.read(from: descriptor, at: offset, count: count, path: path)
     }
 
     /// Writes all of `data[range]` at `offset`.
     func write(_ data: Data, range: Range<Int>? = nil, at offset: Int64) throws(DataProtectionError) {
-        let range = range ?? 0..<data.count
-        _ = try Self.call("pwrite", path) {
-            try data.withUnsafeBytes { buffer in
-                try descriptor.writeAll(toAbsoluteOffset: offset, UnsafeRawBufferPointer(rebasing: buffer[range]))
-            }
-        }
+        try fileSystem.write(data, range: range ?? 0..<data.count, to: descriptor, at: offset, path: path)
     }
 
     /// `ftruncate`.
     func resize(to size: Int64) throws(DataProtectionError) {
-        try Self.call("ftruncate", path) { try descriptor.resize(to: size) }
+        try fileSystem.resize(descriptor, to: size, path: path)
     }
 
     /// `fsync`.
     func synchronize() throws(DataProtectionError) {
-        guard fsync(descriptor.rawValue) == 0 else {
-            throw PosixFileSystem.error(for: Errno(rawValue: errno), operation: "fsync", path: path)
-        }
+        try fileSystem.synchronize(descriptor, path: path)
     }
 
     /// The physical size.
     func size() throws(DataProtectionError) -> Int64 {
-        try Self.call("fstat", path) { try descriptor.stat().size }
+        try fileSystem.status(of: descriptor, path: path).size
     }
 
     /// Identity of the underlying file (device and inode): what handles share.
     func identity() throws(DataProtectionError) -> FileIdentity {
-        try Self.call("fstat", path) {
-            let stat = try descriptor.stat()
-            return FileIdentity(device: UInt64(stat.deviceID.rawValue), inode: UInt64(stat.inode.rawValue))
-        }
+        try fileSystem.status(of: descriptor, path: path).identity
     }
 
     func close() {
-        try? descriptor.close()
-    }
-
-    private static func call<R>(_ operation: String, _ path: FilePath, _ body: () throws -> R) throws(DataProtectionError) -> R {
-        do {
-            return try body()
-        } catch let errno as Errno {
-            throw PosixFileSystem.error(for: errno, operation: operation, path: path)
-        } catch {
-            throw DataProtectionError(.ioFailure, "\(operation) \(path): \(error)")
-        }
+        try? fileSystem.close(descriptor, path: path)
     }
 }
 
@@ -108,10 +69,4 @@ extension Data {
         }
         self.init(bytesNoCopy: bytes, count: count, deallocator: .free)
     }
-}
-
-/// A file's identity on disk: open handles on the same file share one ``OpenFile``.
-struct FileIdentity: Hashable, Sendable {
-    let device: UInt64
-    let inode: UInt64
 }

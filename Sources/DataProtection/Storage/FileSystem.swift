@@ -18,10 +18,13 @@ package enum FileBytes: Sendable {
     }
 }
 
-/// The file-system operations the device and the store use.
+/// The file-system operations the device and the store use: every system call
+/// DataProtection makes on its files goes through one of these.
 ///
 /// One protocol so that tests can inject I/O faults and crashes between any two
-/// operations (see ``AtomicFileWriter``). ``PosixFileSystem`` is the real one.
+/// operations (see ``AtomicFileWriter``). ``PosixFileSystem`` is the real one; a
+/// ``Device`` is given one (package `init`), and its ``ProtectedStore`` uses the same.
+/// No operation follows a symbolic link in its last component.
 package protocol FileSystem: Sendable {
     /// The whole file, or `nil` if nothing exists at `path`.
     func readFile(at path: FilePath) throws(DataProtectionError) -> Data?
@@ -45,6 +48,25 @@ package protocol FileSystem: Sendable {
     func createDirectory(at path: FilePath) throws(DataProtectionError)
     /// The names in a directory, without `.` and `..`.
     func contentsOfDirectory(at path: FilePath) throws(DataProtectionError) -> [String]
+
+    // MARK: Protected data files and the store's tree
+
+    /// Opens a protected data file for reading and writing; with `create`, a new
+    /// file (mode 0600), failing with `fileExists` if anything exists at `path`.
+    func openDataFile(at path: FilePath, create: Bool) throws(DataProtectionError) -> FileDescriptor
+    /// `pread`: up to `count` bytes at `offset`, fewer only at the end of the file.
+    func read(from descriptor: FileDescriptor, at offset: Int64, count: Int, path: FilePath) throws(DataProtectionError) -> Data
+    /// `pwrite`: all of `data[range]` at `offset`.
+    func write(_ data: Data, range: Range<Int>, to descriptor: FileDescriptor, at offset: Int64, path: FilePath) throws(DataProtectionError)
+    /// `ftruncate`.
+    func resize(_ descriptor: FileDescriptor, to size: Int64, path: FilePath) throws(DataProtectionError)
+    /// `fstat`.
+    func status(of descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) -> FileStatus
+    /// `lstat`: the entry at `path` itself (a symbolic link is reported, not followed); `nil` if nothing is there.
+    func status(at path: FilePath) throws(DataProtectionError) -> FileStatus?
+    /// Removes a file, or a directory and everything in it, without following symbolic
+    /// links; a missing entry is not an error.
+    func removeTree(at path: FilePath) throws(DataProtectionError)
 }
 
 /// Writes a file atomically: a temporary file beside it, `fsync`, `rename` over

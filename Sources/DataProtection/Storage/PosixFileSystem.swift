@@ -124,6 +124,86 @@ package struct PosixFileSystem: FileSystem {
         }
     }
 
+    // MARK: - Protected data files and the store's tree
+
+    package func openDataFile(at path: FilePath, create: Bool) throws(DataProtectionError) -> FileDescriptor {
+        try call("open", path) {
+            if create {
+                try FileDescriptor.open(path, .readWrite, options: [.create, .exclusiveCreate, .closeOnExec, .noFollow],
+                                        permissions: [.ownerReadWrite])
+            } else {
+                try FileDescriptor.open(path, .readWrite, options: [.closeOnExec, .noFollow])
+            }
+        }
+    }
+
+    package func read(from descriptor: FileDescriptor, at offset: Int64, count: Int, path: FilePath) throws(DataProtectionError) -> Data {
+        var data = Data(uninitializedCount: count)
+        var filled = 0
+        while filled < count {
+            let got = try call("pread", path) {
+                try data.withUnsafeMutableBytes { buffer in
+                    try descriptor.read(fromAbsoluteOffset: offset + Int64(filled),
+                                        into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]))
+                }
+            }
+            if got == 0 { break }
+            filled += got
+        }
+        if filled < count { data.removeSubrange(filled...) }
+        return data
+    }
+
+    package func write(_ data: Data, range: Range<Int>, to descriptor: FileDescriptor, at offset: Int64, path: FilePath) throws(DataProtectionError) {
+        _ = try call("pwrite", path) {
+            try data.withUnsafeBytes { buffer in
+                try descriptor.writeAll(toAbsoluteOffset: offset, UnsafeRawBufferPointer(rebasing: buffer[range]))
+            }
+        }
+    }
+
+    package func resize(_ descriptor: FileDescriptor, to size: Int64, path: FilePath) throws(DataProtectionError) {
+        try call("ftruncate", path) { try descriptor.resize(to: size) }
+    }
+
+    package func status(of descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) -> FileStatus {
+        try call("fstat", path) { Self.status(try descriptor.stat()) }
+    }
+
+    package func status(at path: FilePath) throws(DataProtectionError) -> FileStatus? {
+        do {
+            return Self.status(try path.stat(followTargetSymlink: false))
+        } catch where error == .noSuchFileOrDirectory {
+            return nil
+        } catch {
+            throw Self.error(for: error, operation: "stat", path: path)
+        }
+    }
+
+    package func removeTree(at path: FilePath) throws(DataProtectionError) {
+        guard try status(at: path) != nil else { return }
+        do {
+            // FileManager removes a symbolic link itself, never what it points to.
+            try FileManager.default.removeItem(atPath: path.string)
+        } catch {
+            let posix = (error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError
+            if posix?.code == Int(ENOENT) { return }
+            throw Self.error(for: Errno(rawValue: Int32(posix?.code ?? Int(EIO))), operation: "remove", path: path)
+        }
+    }
+
+    private static func status(_ stat: Stat) -> FileStatus {
+        let kind: FileStatus.Kind = switch stat.type {
+        case .regular: .regular
+        case .directory: .directory
+        default: .other
+        }
+        let time = stat.st_mtim
+        return FileStatus(
+            kind: kind, identity: FileIdentity(device: UInt64(stat.deviceID.rawValue), inode: UInt64(stat.inode.rawValue)),
+            size: Int64(stat.size), modificationDate: Date(timeIntervalSince1970: Double(time.tv_sec) + Double(time.tv_nsec) / 1e9))
+    }
+
     // MARK: - errno to DataProtectionError
 
     private func openForReading(_ path: FilePath) throws(DataProtectionError) -> FileDescriptor? {

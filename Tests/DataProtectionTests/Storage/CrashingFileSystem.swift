@@ -189,6 +189,50 @@ final class CrashingFileSystem: FileSystem {
         return try base.contentsOfDirectory(at: path)
     }
 
+    // MARK: - Protected data files and the store's tree
+    // Counted and crashed like the others; a power cut does not yet lose unsynced
+    // data-file writes (the store's files are crash-tested by the kill harness instead).
+
+    func openDataFile(at path: FilePath, create: Bool) throws(DataProtectionError) -> FileDescriptor {
+        if create { try step() } else { try checkAlive() }
+        let descriptor = try base.openDataFile(at: path, create: create)
+        state.withLock { state in
+            state.open[descriptor.rawValue] = path
+            if create { state.journal.append(.created(path)) }
+        }
+        return descriptor
+    }
+
+    func read(from descriptor: FileDescriptor, at offset: Int64, count: Int, path: FilePath) throws(DataProtectionError) -> Data {
+        try checkAlive()
+        return try base.read(from: descriptor, at: offset, count: count, path: path)
+    }
+
+    func write(_ data: Data, range: Range<Int>, to descriptor: FileDescriptor, at offset: Int64, path: FilePath) throws(DataProtectionError) {
+        try step()
+        try base.write(data, range: range, to: descriptor, at: offset, path: path)
+    }
+
+    func resize(_ descriptor: FileDescriptor, to size: Int64, path: FilePath) throws(DataProtectionError) {
+        try step()
+        try base.resize(descriptor, to: size, path: path)
+    }
+
+    func status(of descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) -> FileStatus {
+        try checkAlive()
+        return try base.status(of: descriptor, path: path)
+    }
+
+    func status(at path: FilePath) throws(DataProtectionError) -> FileStatus? {
+        try checkAlive()
+        return try base.status(at: path)
+    }
+
+    func removeTree(at path: FilePath) throws(DataProtectionError) {
+        try step()
+        try base.removeTree(at: path)
+    }
+
     // MARK: - Crashing
 
     private func checkAlive() throws(DataProtectionError) {

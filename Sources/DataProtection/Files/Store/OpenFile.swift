@@ -70,7 +70,7 @@ final class OpenFile: @unchecked Sendable {
     /// Opens an existing protected file: unwraps its key (the class key must be
     /// available), replays or discards a journal, checks the physical size.
     static func open(at path: FilePath, device: Device) throws(DataProtectionError) -> OpenFile {
-        let file = try DataFileDescriptor.open(path)
+        let file = try DataFileDescriptor.open(path, fileSystem: device.fileSystem)
         do throws(DataProtectionError) {
             let slots = try readSlots(file)
             guard !slots.isEmpty else {
@@ -120,8 +120,8 @@ final class OpenFile: @unchecked Sendable {
 
     /// The class and size recorded in the newest well-formed header, read
     /// without any key (for `stat` and listings while locked; authenticated on the next read).
-    static func peekHeader(at path: FilePath) throws(DataProtectionError) -> FileHeader {
-        let file = try DataFileDescriptor.open(path)
+    static func peekHeader(at path: FilePath, fileSystem: any FileSystem) throws(DataProtectionError) -> FileHeader {
+        let file = try DataFileDescriptor.open(path, fileSystem: fileSystem)
         defer { file.close() }
         guard let newest = try readSlots(file).first else {
             throw .integrity("The file has no valid header: it is not a protected file, or it was tampered with.")
@@ -132,7 +132,7 @@ final class OpenFile: @unchecked Sendable {
     /// Wraps a file just written by this process, whose header and keys are known:
     /// no unwrap is needed (a class B file created while locked has no other way in).
     static func adopt(at path: FilePath, header: FileHeader, keys: FileKeys, device: Device) throws(DataProtectionError) -> OpenFile {
-        let file = try DataFileDescriptor.open(path)
+        let file = try DataFileDescriptor.open(path, fileSystem: device.fileSystem)
         do throws(DataProtectionError) {
             let encoded = header.encodedSlot(macKey: keys.macKey)
             let mac = encoded.subdata(in: FileHeader.authenticatedByteCount..<FileHeader.authenticatedByteCount + 32)
@@ -147,7 +147,7 @@ final class OpenFile: @unchecked Sendable {
     /// available; without the key, the class its header states (all that can be
     /// known); `nil` when the header does not authenticate (the stated class is a lie).
     static func verifiedClass(at path: FilePath, device: Device) throws(DataProtectionError) -> ProtectionClass? {
-        let file = try DataFileDescriptor.open(path)
+        let file = try DataFileDescriptor.open(path, fileSystem: device.fileSystem)
         defer { file.close() }
         let slots = try readSlots(file)
         guard let newest = slots.first else { return nil }
@@ -187,7 +187,7 @@ final class OpenFile: @unchecked Sendable {
     private func recover() throws(DataProtectionError) {
         let keys = self.keys!
         let journalPath = Self.journalPath(for: file.path)
-        if let data = try PosixFileSystem().readFile(at: journalPath) {
+        if let data = try file.fileSystem.readFile(at: journalPath) {
             if let journal = FileJournal.decode(data, macKey: keys.macKey, fileID: header.fileID),
                journal.baseGeneration == header.generation {
                 for entry in journal.entries {
@@ -197,7 +197,7 @@ final class OpenFile: @unchecked Sendable {
                 try file.synchronize()
                 size = header.length
             }
-            try PosixFileSystem().removeFile(at: journalPath)
+            try file.fileSystem.removeFile(at: journalPath)
         }
         let physical = try file.size()
         guard physical >= header.physicalSize(forLength: header.length) else {
@@ -234,7 +234,7 @@ final class OpenFile: @unchecked Sendable {
     var path: FilePath { lock.locked { file.path } }
 
     func moved(to path: FilePath) {
-        lock.locked { file = DataFileDescriptor(descriptor: file.descriptor, path: path) }
+        lock.locked { file = file.moved(to: path) }
     }
 
     /// The file keys, after checking the class key at this instant: a handle of a
@@ -544,7 +544,7 @@ final class OpenFile: @unchecked Sendable {
         if !overwrites.isEmpty {
             let journal = FileJournal(fileID: header.fileID, baseGeneration: header.generation, length: newLength,
                                       allocatedRecords: allocated, entries: overwrites)
-            let fileSystem = PosixFileSystem()
+            let fileSystem = file.fileSystem
             try fileSystem.removeFile(at: journalPath)
             let descriptor = try fileSystem.createFile(at: journalPath)
             do throws(DataProtectionError) {
@@ -569,7 +569,7 @@ final class OpenFile: @unchecked Sendable {
         }
         if durable { try file.synchronize() }
         unsynced = !durable
-        if !overwrites.isEmpty { try PosixFileSystem().removeFile(at: journalPath) }
+        if !overwrites.isEmpty { try file.fileSystem.removeFile(at: journalPath) }
         wipeCache()
         if durable { spares.removeAll() }
     }

@@ -36,7 +36,7 @@ final class ProtectedFileWriter {
         temporary = target.removingLastComponent().appending(
             AtomicFileWriter.temporaryPrefix + String(name.prefix(32)) + "-" + Base64URL.encode(Random.bytes(count: 6)))
         do throws(DataProtectionError) {
-            file = try DataFileDescriptor.create(temporary)
+            file = try DataFileDescriptor.create(temporary, fileSystem: device.fileSystem)
         } catch {
             keys.wipe()
             throw error
@@ -47,7 +47,7 @@ final class ProtectedFileWriter {
     deinit {
         if !finished {
             file.close()
-            try? PosixFileSystem().removeFile(at: temporary)
+            try? file.fileSystem.removeFile(at: temporary)
         }
         chunk.wipe()
         keys.wipe()
@@ -109,7 +109,7 @@ final class ProtectedFileWriter {
         try file.synchronize()
         file.close()
         finished = true
-        let fileSystem = PosixFileSystem()
+        let fileSystem = file.fileSystem
         do throws(DataProtectionError) {
             try fileSystem.rename(temporary, to: target)
         } catch {

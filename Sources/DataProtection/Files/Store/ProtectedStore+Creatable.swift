@@ -11,7 +11,7 @@ extension ProtectedStore {
         var metadata = try directoryMetadata(at: root)
         for name in path.parent.components {
             let entry = disk.appending(try NameCipher.encrypt(name, directoryID: metadata.id, device: device))
-            switch try Self.kind(of: entry) {
+            switch try kind(of: entry) {
             case .file:
                 return
             case .directory:

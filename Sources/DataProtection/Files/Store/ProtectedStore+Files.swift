@@ -86,7 +86,7 @@ extension ProtectedStore {
     @discardableResult
     func commit(_ writer: ProtectedFileWriter, exclusive: Bool) throws(DataProtectionError) -> UInt64 {
         try namespace.locked { () throws(DataProtectionError) -> UInt64 in
-            if exclusive, try Self.kind(of: writer.target) != .missing {
+            if exclusive, try kind(of: writer.target) != .missing {
                 throw DataProtectionError(.fileExists, "\(writer.storePath) already exists.")
             }
             let length = writer.length
@@ -141,7 +141,7 @@ extension ProtectedStore {
         let storePath = try StorePath(path)
         return try namespace.locked { () throws(DataProtectionError) -> ProtectedItemAttributes in
             let location = try locate(storePath)
-            let modification = Self.modificationDate(of: location.disk)
+            let modification = (try? fileSystem.status(at: location.disk))??.modificationDate
             switch location.kind {
             case .missing:
                 throw DataProtectionError(.fileNotFound, "No such file or directory: \(storePath).")
@@ -150,7 +150,7 @@ extension ProtectedStore {
                 return ProtectedItemAttributes(type: .directory, size: 0, protectionClass: metadata.protectionClass,
                                                creationDate: nil, modificationDate: modification)
             case .file:
-                let header = try OpenFile.peekHeader(at: location.disk)
+                let header = try OpenFile.peekHeader(at: location.disk, fileSystem: fileSystem)
                 let size = openFile(for: location.disk)?.currentSize ?? header.length
                 return ProtectedItemAttributes(
                     type: .file, size: size, protectionClass: header.protectionClass,
@@ -162,12 +162,6 @@ extension ProtectedStore {
     /// Foundation-style attributes: `.type`, `.size`, `.protectionKey`, `.creationDate`, `.modificationDate`.
     public func attributesOfItemAsDictionary(atPath path: String) throws(DataProtectionError) -> [FileAttributeKey: Any] {
         try attributesOfItem(atPath: path).dictionary
-    }
-
-    private static func modificationDate(of path: FilePath) -> Date? {
-        guard let stat = try? path.stat(followTargetSymlink: false) else { return nil }
-        let time = stat.st_mtim
-        return Date(timeIntervalSince1970: Double(time.tv_sec) + Double(time.tv_nsec) / 1e9)
     }
 
     // MARK: - Classes
@@ -186,7 +180,7 @@ extension ProtectedStore {
             case .directory:
                 var metadata = try directoryMetadata(at: location.disk)
                 metadata.protectionClass = protectionClass
-                try AtomicFileWriter(fileSystem: PosixFileSystem()).write(
+                try AtomicFileWriter(fileSystem: fileSystem).write(
                     [.data(metadata.encoded(device: device))], to: location.disk.appending(DirectoryMetadata.fileName))
                 state.withLock { $0.directories[location.disk] = metadata }
             case .file:
@@ -218,7 +212,6 @@ extension ProtectedStore {
         guard !storePath.isRoot else { throw .invalidArgument("The store root cannot be removed.") }
         try namespace.locked { () throws(DataProtectionError) in
             let location = try locate(storePath)
-            let fileSystem = PosixFileSystem()
             switch location.kind {
             case .missing:
                 throw DataProtectionError(.fileNotFound, "No such file or directory: \(storePath).")
@@ -231,7 +224,7 @@ extension ProtectedStore {
                 // Out of sight first (atomic), then gone.
                 let doomed = location.parentDisk.appending(AtomicFileWriter.temporaryPrefix + "rm-" + Base64URL.encode(Random.bytes(count: 9)))
                 try fileSystem.rename(location.disk, to: doomed)
-                try? FileManager.default.removeItem(atPath: doomed.string)
+                try? fileSystem.removeTree(at: doomed)
                 _ = state.withLock { $0.directories.removeValue(forKey: location.disk) }
             }
             try fileSystem.synchronizeDirectory(at: location.parentDisk)
@@ -253,7 +246,6 @@ extension ProtectedStore {
             if origin.kind == .directory, to.components.starts(with: from.components) {
                 throw DataProtectionError.invalidArgument("Cannot move \(from) into itself.")
             }
-            let fileSystem = PosixFileSystem()
             let open = origin.kind == .file ? openFile(for: origin.disk) : nil
             try fileSystem.rename(origin.disk, to: target.disk)
             if origin.kind == .file {
@@ -341,7 +333,7 @@ extension ProtectedStore {
             }
             let metadata = try directoryMetadata(at: location.disk)
             var names: [String] = []
-            for entry in try PosixFileSystem().contentsOfDirectory(at: location.disk) where Self.isEntryName(entry) {
+            for entry in try fileSystem.contentsOfDirectory(at: location.disk) where Self.isEntryName(entry) {
                 guard let name = try NameCipher.decrypt(entry, directoryID: metadata.id, device: device) else {
                     throw DataProtectionError.integrity("\(storePath) holds an entry whose name does not decrypt: the store was tampered with.")
                 }
@@ -364,7 +356,7 @@ extension ProtectedStore {
         var metadata = try directoryMetadata(at: root)
         for (position, name) in path.components.enumerated() {
             let entry = disk.appending(try NameCipher.encrypt(name, directoryID: metadata.id, device: device))
-            switch try Self.kind(of: entry) {
+            switch try kind(of: entry) {
             case .file:
                 throw DataProtectionError(.notADirectory, "Not a directory: \(StorePath(components: Array(path.components.prefix(position + 1)))).")
             case .directory:
@@ -383,7 +375,6 @@ extension ProtectedStore {
     /// Creates a directory atomically: built under a temporary name with its
     /// metadata inside, then renamed into place.
     private func createDirectoryEntry(_ metadata: DirectoryMetadata, at entry: FilePath, in parent: FilePath) throws(DataProtectionError) {
-        let fileSystem = PosixFileSystem()
         let temporary = parent.appending(AtomicFileWriter.temporaryPrefix + "dir-" + Base64URL.encode(Random.bytes(count: 9)))
         try fileSystem.createDirectory(at: temporary)
         do throws(DataProtectionError) {
@@ -391,7 +382,7 @@ extension ProtectedStore {
                                                                to: temporary.appending(DirectoryMetadata.fileName))
             try fileSystem.rename(temporary, to: entry)
         } catch {
-            try? FileManager.default.removeItem(atPath: temporary.string)
+            try? fileSystem.removeTree(at: temporary)
             throw error
         }
         try fileSystem.synchronizeDirectory(at: parent)

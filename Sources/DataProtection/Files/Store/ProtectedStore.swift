@@ -43,6 +43,7 @@ public final class ProtectedStore: Sendable {
     }
 
     /// A store in `directory`, protected by `device`. The directory is created if needed.
+    /// The store's files go through the device's file system (see ``FileSystem``).
     public init(directory: URL, device: Device) throws(DataProtectionError) {
         self.device = device
         self.directory = directory
@@ -59,17 +60,27 @@ public final class ProtectedStore: Sendable {
         clock: any DeviceClock = SystemClock.shared,
         configuration: DeviceConfiguration = DeviceConfiguration()
     ) throws(DataProtectionError) {
-        try PosixFileSystem().createDirectory(at: FilePath(directory.path))
-        let device = try Device(directory: directory.appendingPathComponent("device"), clock: clock, configuration: configuration)
+        try self.init(directory: directory, clock: clock, configuration: configuration, fileSystem: PosixFileSystem())
+    }
+
+    /// A device and its store in one directory, on an injected file system (fault and crash tests).
+    package convenience init(
+        directory: URL, clock: any DeviceClock, configuration: DeviceConfiguration, fileSystem: any FileSystem
+    ) throws(DataProtectionError) {
+        try fileSystem.createDirectory(at: FilePath(directory.path))
+        let device = try Device(directory: FilePath(directory.appendingPathComponent("device").path), clock: clock,
+                                configuration: configuration, fileSystem: fileSystem)
         try self.init(directory: directory.appendingPathComponent("files"), device: device)
     }
+
+    /// The file system every file of the store goes through: the device's.
+    var fileSystem: any FileSystem { device.fileSystem }
 
     // MARK: - Root and directories on disk
 
     /// Creates the root directory and its metadata if missing (new store, or after erase).
     func prepareRoot() throws(DataProtectionError) {
         try namespace.locked { () throws(DataProtectionError) in
-            let fileSystem = PosixFileSystem()
             try fileSystem.createDirectory(at: root)
             let metadataPath = root.appending(DirectoryMetadata.fileName)
             if try fileSystem.readFile(at: metadataPath) == nil {
@@ -84,12 +95,12 @@ public final class ProtectedStore: Sendable {
     /// store (names starting with `.tmp-`: files and directories). Only at open, when
     /// no writer of this store can be in flight.
     private func removeDebris(under directory: FilePath) {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.string) else { return }
+        guard let names = try? fileSystem.contentsOfDirectory(at: directory) else { return }
         for name in names where name != DirectoryMetadata.fileName {
             let entry = directory.appending(name)
             if name.hasPrefix(AtomicFileWriter.temporaryPrefix) {
-                try? FileManager.default.removeItem(atPath: entry.string)
-            } else if (try? Self.kind(of: entry)) == .directory {
+                try? fileSystem.removeTree(at: entry)
+            } else if (try? kind(of: entry)) == .directory {
                 removeDebris(under: entry)
             }
         }
@@ -98,7 +109,7 @@ public final class ProtectedStore: Sendable {
     /// The metadata of the on-disk directory `path`.
     func directoryMetadata(at path: FilePath) throws(DataProtectionError) -> DirectoryMetadata {
         if let cached = state.withLock({ $0.directories[path] }) { return cached }
-        guard let data = try PosixFileSystem().readFile(at: path.appending(DirectoryMetadata.fileName)) else {
+        guard let data = try fileSystem.readFile(at: path.appending(DirectoryMetadata.fileName)) else {
             throw .integrity("A store directory has lost its metadata: the store was tampered with.")
         }
         let metadata = try DirectoryMetadata.decode(data, device: device)
@@ -133,7 +144,7 @@ public final class ProtectedStore: Sendable {
         }
         for (position, name) in path.components.enumerated() {
             let entry = disk.appending(try NameCipher.encrypt(name, directoryID: metadata.id, device: device))
-            let kind = try Self.kind(of: entry)
+            let kind = try kind(of: entry)
             if position == path.components.count - 1 {
                 return Location(path: path, disk: entry, parentDisk: disk, parent: metadata, kind: kind)
             }
@@ -152,23 +163,14 @@ public final class ProtectedStore: Sendable {
 
     /// The kind of an on-disk entry, without following links: a link inside the
     /// store can only be planted, and is refused.
-    static func kind(of path: FilePath) throws(DataProtectionError) -> Location.Kind {
-        do {
-            let stat = try path.stat(followTargetSymlink: false)
-            switch stat.type {
-            case .regular: return .file
-            case .directory: return .directory
-            default:
-                throw DataProtectionError(.invalidPath, "The store contains an entry that is neither a file nor a directory (\(path.lastComponent?.string ?? "")).",
-                                          hint: "Something outside DataProtection changed the store directory.")
-            }
-        } catch let errno as Errno {
-            if errno == .noSuchFileOrDirectory { return .missing }
-            throw PosixFileSystem.error(for: errno, operation: "stat", path: path)
-        } catch let error as DataProtectionError {
-            throw error
-        } catch {
-            throw DataProtectionError(.ioFailure, "stat \(path): \(error)")
+    func kind(of path: FilePath) throws(DataProtectionError) -> Location.Kind {
+        switch try fileSystem.status(at: path)?.kind {
+        case nil: return .missing
+        case .regular: return .file
+        case .directory: return .directory
+        case .other:
+            throw DataProtectionError(.invalidPath, "The store contains an entry that is neither a file nor a directory (\(path.lastComponent?.string ?? "")).",
+                                      hint: "Something outside DataProtection changed the store directory.")
         }
     }
 
@@ -177,7 +179,7 @@ public final class ProtectedStore: Sendable {
     /// The shared open file for the file at `disk`, opened if needed (needs the class key
     /// unless the file is already open with its key, as class B files are).
     func acquire(_ disk: FilePath) throws(DataProtectionError) -> OpenFile {
-        let identity = try Self.identity(of: disk)
+        let identity = try identity(of: disk)
         if let existing = state.withLock({ state -> OpenFile? in
             guard var entry = state.openFiles[identity] else { return nil }
             entry.users += 1
@@ -229,17 +231,15 @@ public final class ProtectedStore: Sendable {
     }
 
     func openFile(for disk: FilePath) -> OpenFile? {
-        guard let identity = try? Self.identity(of: disk) else { return nil }
+        guard let identity = try? identity(of: disk) else { return nil }
         return state.withLock { $0.openFiles[identity]?.file }
     }
 
-    static func identity(of path: FilePath) throws(DataProtectionError) -> FileIdentity {
-        do {
-            let stat = try path.stat(followTargetSymlink: false)
-            return FileIdentity(device: UInt64(stat.deviceID.rawValue), inode: UInt64(stat.inode.rawValue))
-        } catch {
-            throw PosixFileSystem.error(for: error, operation: "stat", path: path)
+    func identity(of path: FilePath) throws(DataProtectionError) -> FileIdentity {
+        guard let status = try fileSystem.status(at: path) else {
+            throw DataProtectionError(.fileNotFound, "stat \(path): no such file")
         }
+        return status.identity
     }
 
     // MARK: - Device lifecycle
@@ -268,7 +268,7 @@ public final class ProtectedStore: Sendable {
     func deviceWillErase() {
         deviceWillRestart(flushing: false)
         namespace.locked {
-            try? FileManager.default.removeItem(atPath: root.string)
+            try? fileSystem.removeTree(at: root)
         }
     }
 
