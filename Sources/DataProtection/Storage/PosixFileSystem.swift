@@ -208,7 +208,8 @@ package struct PosixFileSystem: FileSystem {
 
     private func openForReading(_ path: FilePath) throws(DataProtectionError) -> FileDescriptor? {
         do {
-            return try FileDescriptor.open(path, .readOnly, options: [.closeOnExec])
+            // Never through a link planted in the store or device directory.
+            return try FileDescriptor.open(path, .readOnly, options: [.closeOnExec, .noFollow])
         } catch let errno as Errno where errno == .noSuchFileOrDirectory {
             return nil
         } catch let errno as Errno {
@@ -242,6 +243,10 @@ package struct PosixFileSystem: FileSystem {
         case .notDirectory: return DataProtectionError(.notADirectory, what)
         case .isDirectory: return DataProtectionError(.isADirectory, what)
         case .directoryNotEmpty: return DataProtectionError(.directoryNotEmpty, what)
+        case .tooManySymbolicLinkLevels:
+            // What `O_NOFOLLOW` reports for a link: DataProtection never makes one.
+            return DataProtectionError(.invalidPath, "\(what): a symbolic link where DataProtection keeps a file",
+                                       hint: "Something outside DataProtection planted a link in the store or device directory; remove it.")
         case .noSpace: return DataProtectionError(.ioFailure, what, hint: "The disk is full; free some space and try again.")
         case .permissionDenied, .notPermitted:
             return DataProtectionError(.ioFailure, what, hint: "Check the permissions of the store directory.")

@@ -50,6 +50,7 @@ final class FaultInjectingFileSystem: FileSystem {
         var counts: [Call: Int] = [:]
         var fault: Fault?
         var injected = 0
+        var created: [(path: FilePath, mode: Int, isDirectory: Bool)] = []
     }
 
     private let base = PosixFileSystem()
@@ -60,6 +61,15 @@ final class FaultInjectingFileSystem: FileSystem {
 
     /// How many calls were failed since creation.
     var injected: Int { state.withLock { $0.injected } }
+
+    /// Every file and directory created through this file system, with its permission bits
+    /// just after creation (temporary files included).
+    var created: [(path: FilePath, mode: Int, isDirectory: Bool)] { state.withLock { $0.created } }
+
+    private func recordCreation(_ path: FilePath) {
+        guard let stat = try? path.stat(followTargetSymlink: false) else { return }
+        state.withLock { $0.created.append((path, Int(stat.permissions.rawValue & 0o7777), stat.type == .directory)) }
+    }
 
     /// Resets the counts and sets the fault (`nil`: only count).
     func arm(_ fault: Fault?) {
@@ -107,7 +117,9 @@ final class FaultInjectingFileSystem: FileSystem {
 
     func createFile(at path: FilePath) throws(DataProtectionError) -> FileDescriptor {
         try check(.open, path)
-        return try base.createFile(at: path)
+        let descriptor = try base.createFile(at: path)
+        recordCreation(path)
+        return descriptor
     }
 
     func write(_ bytes: FileBytes, to descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) {
@@ -151,7 +163,9 @@ final class FaultInjectingFileSystem: FileSystem {
 
     func createDirectory(at path: FilePath) throws(DataProtectionError) {
         try check(.mkdir, path)
+        let existed = (try? base.status(at: path)) != nil
         try base.createDirectory(at: path)
+        if !existed { recordCreation(path) }
     }
 
     func contentsOfDirectory(at path: FilePath) throws(DataProtectionError) -> [String] {
@@ -161,7 +175,9 @@ final class FaultInjectingFileSystem: FileSystem {
 
     func openDataFile(at path: FilePath, create: Bool) throws(DataProtectionError) -> FileDescriptor {
         try check(.open, path)
-        return try base.openDataFile(at: path, create: create)
+        let descriptor = try base.openDataFile(at: path, create: create)
+        if create { recordCreation(path) }
+        return descriptor
     }
 
     func read(from descriptor: FileDescriptor, at offset: Int64, count: Int, path: FilePath) throws(DataProtectionError) -> Data {
