@@ -55,6 +55,13 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The child process of the crash-consistency harness (killed with SIGKILL at random
+        // instants by Tests/DataProtectionTests/Reliability/CrashHarnessTests.swift).
+        .executableTarget(
+            name: "CrashWorker",
+            dependencies: ["DataProtection"],
+            path: "Tests/CrashWorker"
+        ),
         .testTarget(
             name: "SodiumBridgeTests",
             dependencies: ["SodiumBridge"]

@@ -1,0 +1,160 @@
+import DataProtection
+import Foundation
+
+/// The child of the crash-consistency harness (`Tests/DataProtectionTests/Reliability/CrashHarnessTests.swift`).
+///
+/// `CrashWorker <directory> <seed> <passcode>` opens (or creates) the device and
+/// store in `<directory>`, unlocks with `<passcode>`, then does random work for
+/// ever: atomic puts, handle writes with and without `synchronize()`, truncates,
+/// class changes, renames, removals and passcode changes. Before each operation
+/// it prints `B <operation>` and after it returns `A`, one line per `write(2)` to
+/// standard output, so the parent knows exactly what was acknowledged when it
+/// kills the worker with SIGKILL. The operations follow from `<seed>` (SplitMix64),
+/// so a run is reproduced by its seed (the instant of the kill is not).
+///
+/// Operations (paths are store paths, classes their letters, contents `seed:length`
+/// pattern bytes, which the parent regenerates):
+///
+///     put <path> <class> <seed> <length>      ProtectedStore.write (atomic)
+///     open <path>                              a handle for updating
+///     write <offset> <seed> <length>           on the open handle (cached until flushed)
+///     sync                                     handle.synchronize()
+///     truncate <size>                          handle.truncate (commits at once)
+///     close                                    handle.close() (flushes durably)
+///     class <path> <class>                     setProtectionClass
+///     move <from> <to>
+///     remove <path>
+///     passcode <new>                           changePasscode(from: current, to: new)
+@main
+struct CrashWorker {
+    static let names = ["/f0", "/f1", "/f2", "/d/f3", "/d/f4", "/d/f5"]
+    static let classes: [(String, ProtectionClass)] = [
+        ("A", .complete), ("B", .completeUnlessOpen), ("C", .completeUntilFirstUserAuthentication),
+        ("CX", .completeWhenUserInactive), ("D", .none),
+    ]
+
+    static func main() {
+        let arguments = CommandLine.arguments
+        guard arguments.count == 4, let seed = UInt64(arguments[2]) else {
+            FileHandle.standardError.write(Data("usage: CrashWorker <directory> <seed> <passcode>\n".utf8))
+            exit(2)
+        }
+        do {
+            try run(directory: URL(fileURLWithPath: arguments[1]), seed: seed, passcode: arguments[3])
+        } catch {
+            FileHandle.standardError.write(Data("CrashWorker: \(error)\n".utf8))
+            exit(1)
+        }
+    }
+
+    static func say(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+
+    static func run(directory: URL, seed: UInt64, passcode: String) throws {
+        let configuration = DeviceConfiguration(passcodeCost: .minimal)
+        let store = try ProtectedStore(directory: directory, configuration: configuration)
+        let device = store.device
+        try device.unlock(passcode: passcode)
+        if !store.fileExists(atPath: "/d") { try store.createDirectory(atPath: "/d") }
+        say("READY")
+        var random = Generator(state: seed)
+        var current = passcode
+        var handle: (path: String, handle: ProtectedFileHandle, size: UInt64)?
+        var counter = 0
+        while true {
+            counter += 1
+            let roll = random.next(100)
+            if let open = handle {
+                // A handle is open: write, sync, truncate or close it.
+                switch roll {
+                case 0..<50:
+                    // Small writes (under 32 chunks, a file under 1 MiB): nothing is flushed before `sync`.
+                    let offset = UInt64(random.next(Int(min(open.size, 200_000)) + 20_000))
+                    let length = 1 + random.next(40_000)
+                    let dataSeed = random.next64()
+                    say("B write \(offset) \(dataSeed) \(length)")
+                    try open.handle.write(contentsOf: pattern(length, seed: dataSeed), atOffset: offset)
+                    handle?.size = max(open.size, offset + UInt64(length))
+                case 50..<70:
+                    say("B sync")
+                    try open.handle.synchronize()
+                case 70..<80:
+                    let size = UInt64(random.next(Int(open.size) + 1))
+                    say("B truncate \(size)")
+                    try open.handle.truncate(atOffset: size)
+                    handle?.size = size
+                default:
+                    say("B close")
+                    try open.handle.close()
+                    handle = nil
+                }
+                say("A")
+                continue
+            }
+            let existing = names.filter { store.fileExists(atPath: $0) }
+            let missing = names.filter { !existing.contains($0) }
+            switch roll {
+            case 0..<35:
+                let path = names[random.next(names.count)]
+                let (letter, protectionClass) = classes[random.next(classes.count)]
+                let length = random.next(4) == 0 ? random.next(200_000) : random.next(40_000)
+                let dataSeed = random.next64()
+                say("B put \(path) \(letter) \(dataSeed) \(length)")
+                try store.write(pattern(length, seed: dataSeed), to: path, protection: protectionClass)
+            case 35..<55 where !existing.isEmpty:
+                let path = existing[random.next(existing.count)]
+                say("B open \(path)")
+                let opened = try store.openFile(atPath: path)
+                handle = (path, opened, try opened.size())
+            case 55..<65 where !existing.isEmpty:
+                let path = existing[random.next(existing.count)]
+                let (letter, protectionClass) = classes[random.next(classes.count)]
+                say("B class \(path) \(letter)")
+                try store.setProtectionClass(protectionClass, ofItemAtPath: path)
+            case 65..<78 where !existing.isEmpty && !missing.isEmpty:
+                let from = existing[random.next(existing.count)]
+                let to = missing[random.next(missing.count)]
+                say("B move \(from) \(to)")
+                try store.moveItem(atPath: from, toPath: to)
+            case 78..<88 where !existing.isEmpty:
+                let path = existing[random.next(existing.count)]
+                say("B remove \(path)")
+                try store.removeItem(atPath: path)
+            case 88..<95:
+                let new = "p\(seed % 100_000)-\(counter)"
+                say("B passcode \(new)")
+                try device.changePasscode(from: current, to: new)
+                current = new
+            default:
+                continue
+            }
+            say("A")
+        }
+    }
+
+    /// SplitMix64, the same sequence on every platform.
+    struct Generator {
+        var state: UInt64
+        mutating func next64() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        mutating func next(_ bound: Int) -> Int { bound <= 1 ? 0 : Int(next64() % UInt64(bound)) }
+    }
+
+    /// Deterministic bytes for `(seed, count)`: the parent regenerates them to know what was written.
+    static func pattern(_ count: Int, seed: UInt64) -> Data {
+        var generator = Generator(state: seed)
+        var bytes = [UInt8](repeating: 0, count: count)
+        var word: UInt64 = 0
+        for index in 0..<count {
+            if index % 8 == 0 { word = generator.next64() }
+            bytes[index] = UInt8(truncatingIfNeeded: word >> ((index % 8) * 8))
+        }
+        return Data(bytes)
+    }
+}
