@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import SodiumBridge
 import SystemPackage
@@ -5,8 +6,14 @@ import SystemPackage
 /// Writes a new protected file from a stream of plaintext, with constant memory:
 /// chunk records go to a temporary file beside the target as they fill, the
 /// header last; ``commit()`` makes it durable and renames it into place.
+///
+/// Chunks are gathered into batches of ``batchRecords``; a batch is sealed on
+/// every core (``ChunkBatch``) and written by a background queue while the next
+/// batch is gathered and sealed (two record buffers, so at most two batches are
+/// in memory). Whole chunks are sealed straight from the caller's `Data`;
+/// pieces smaller than a chunk are gathered in secure memory first.
 final class ProtectedFileWriter {
-    /// Records sealed before one `pwrite`.
+    /// Records sealed together and written with one `pwrite`.
     static let batchRecords = 64
 
     /// Where the file goes on disk, and its store path (for messages).
@@ -16,13 +23,15 @@ final class ProtectedFileWriter {
     private let file: DataFileDescriptor
     private var header: FileHeader
     private let keys: FileKeys
-    private let chunk: SecureBytes
+    /// The chunks of the batch being gathered (all whole chunks).
+    private var pending: [ChunkPlaintext] = []
+    /// Chunk buffers for pieces smaller than a chunk: `staging[pending.count]` is being filled.
+    private var staging: [SecureBytes] = []
+    /// Bytes in the chunk being filled.
     private var filled = 0
+    /// Chunks handed to batches so far.
     private var index: UInt64 = 0
-    /// Records sealed in place, `batchBytes` of them used.
-    private var batch = Data()
-    private var batchBytes = 0
-    private var batchStart: UInt64 = 0
+    private let output: RecordOutput
     private var finished = false
 
     /// Starts a file of `protectionClass` to replace (or create) `target`.
@@ -41,69 +50,78 @@ final class ProtectedFileWriter {
             keys.wipe()
             throw error
         }
-        chunk = SecureBytes(count: header.chunkSize)
+        output = RecordOutput(file: file)
     }
 
     deinit {
+        output.waitUntilIdle()
         if !finished {
             file.close()
             try? file.fileSystem.removeFile(at: temporary)
         }
-        chunk.wipe()
+        for buffer in staging { buffer.wipe() }
         keys.wipe()
     }
 
     /// Appends plaintext.
     func append(_ data: Data) throws(DataProtectionError) {
         let data = data.startIndex == 0 ? data : Data(data)  // indices from 0
+        let chunkSize = header.chunkSize
         var position = 0
         while position < data.count {
-            if filled == 0, data.count - position >= header.chunkSize {
+            if filled == 0, data.count - position >= chunkSize {
                 // A whole chunk: sealed from the caller's data, without a copy.
-                try seal(data, range: position..<position + header.chunkSize)
-                position += header.chunkSize
-                continue
+                pending.append(.data(data, position..<position + chunkSize))
+                position += chunkSize
+            } else {
+                let buffer = stagingBuffer()
+                let count = min(chunkSize - filled, data.count - position)
+                buffer.replaceBytes(at: filled, with: data, range: position..<position + count)
+                filled += count
+                position += count
+                if filled == chunkSize {
+                    pending.append(.secure(buffer, 0..<chunkSize))
+                    filled = 0
+                }
             }
-            let count = min(header.chunkSize - filled, data.count - position)
-            chunk.replaceBytes(at: filled, with: data, range: position..<position + count)
-            filled += count
-            position += count
-            if filled == header.chunkSize { try sealChunk() }
+            if pending.count == Self.batchRecords { try sealPending(last: false) }
         }
     }
 
-    private func sealChunk() throws(DataProtectionError) {
-        try seal(nil, range: 0..<filled)
-        chunk.zeroBytes(in: 0..<filled)  // bytes past `filled` are still zero
-        filled = 0
+    /// The staging buffer of the chunk being filled.
+    private func stagingBuffer() -> SecureBytes {
+        while staging.count <= pending.count { staging.append(SecureBytes(count: header.chunkSize)) }
+        return staging[pending.count]
     }
 
-    /// Seals chunk `index` from `data[range]`, or from the chunk buffer when `data` is nil, into the batch.
-    private func seal(_ data: Data?, range: Range<Int>) throws(DataProtectionError) {
-        if batch.isEmpty { batch = Data(uninitializedCount: Self.batchRecords * header.recordStride) }
-        if batchBytes == 0 { batchStart = index }
-        let ad = header.chunkAssociatedData(index)
-        if let data {
-            ChunkRecords.seal(data, range: range, into: &batch, at: batchBytes, key: keys.chunkKey, associatedData: ad)
-        } else {
-            ChunkRecords.seal(chunk, range: range, into: &batch, at: batchBytes, key: keys.chunkKey, associatedData: ad)
-        }
-        batchBytes += range.count + ChunkRecords.overhead
-        header.length += UInt64(range.count)
-        index += 1
-        if batchBytes + header.recordStride > batch.count { try writeBatch() }
-    }
-
-    private func writeBatch() throws(DataProtectionError) {
-        guard batchBytes > 0 else { return }
-        try file.write(batch, range: 0..<batchBytes, at: header.recordOffset(batchStart))
-        batchBytes = 0
+    /// Seals the gathered chunks (on every core) and hands them to the output.
+    private func sealPending(last: Bool) throws(DataProtectionError) {
+        guard !pending.isEmpty else { return }
+        let stride = header.recordStride
+        let offsets = (0..<pending.count).map { $0 * stride }
+        let associatedData = (0..<pending.count).map { header.chunkAssociatedData(index + UInt64($0)) }
+        let plaintextBytes = pending.reduce(0) { $0 + $1.count }
+        let byteCount = plaintextBytes + pending.count * ChunkRecords.overhead
+        // A file of a single batch (most small files) gets a buffer of its size, written on this thread.
+        let single = last && index == 0
+        let buffer = try output.acquire(capacity: single ? byteCount : Self.batchRecords * stride)
+        ChunkBatch.seal(pending, associatedData: associatedData, into: &buffer.data, at: offsets, key: keys.chunkKey)
+        // Plaintext gathered in secure memory does not outlive its sealing.
+        for case .secure(let staged, let range) in pending { staged.zeroBytes(in: range) }
+        output.submit(buffer, count: byteCount, at: header.recordOffset(index), synchronously: single)
+        header.length += UInt64(plaintextBytes)
+        index += UInt64(pending.count)
+        pending.removeAll(keepingCapacity: true)
     }
 
     /// Seals the tail, writes the header, `fsync`s, renames over the target and `fsync`s the directory.
     func commit() throws(DataProtectionError) {
-        if filled > 0 { try sealChunk() }
-        try writeBatch()
+        if filled > 0 {
+            pending.append(.secure(stagingBuffer(), 0..<filled))
+            filled = 0
+        }
+        try sealPending(last: true)
+        try output.finish()
         header.allocatedRecords = index
         try file.write(header.encodedSlot(macKey: keys.macKey) + Data(count: FileHeader.slotByteCount), at: 0)
         try file.synchronize()
@@ -126,5 +144,75 @@ final class ProtectedFileWriter {
     }
 
     /// The plaintext length written so far.
-    var length: UInt64 { header.length + UInt64(filled) }
+    var length: UInt64 { header.length + UInt64(pending.reduce(0) { $0 + $1.count } + filled) }
+}
+
+/// Writes sealed batches of records with `pwrite` on a serial background queue,
+/// so that the next batch is sealed meanwhile. Two record buffers alternate: a
+/// third batch waits until the first one's write is done. The first write error
+/// is kept, later batches are dropped, and ``finish()`` throws it.
+private final class RecordOutput: @unchecked Sendable {
+    /// A reusable record buffer (ciphertext only).
+    final class Buffer: @unchecked Sendable {
+        var data: Data
+        init(capacity: Int) { data = Data(uninitializedCount: capacity) }
+    }
+
+    private let file: DataFileDescriptor
+    private let queue = DispatchQueue(label: "DataProtection.ProtectedFileWriter", qos: .userInitiated)
+    /// Buffers not being written.
+    private let free = DispatchSemaphore(value: 2)
+    private var buffers: [Buffer] = []
+    private var next = 0
+    private let lock = NSLock()
+    private var failure: DataProtectionError?
+
+    init(file: DataFileDescriptor) {
+        self.file = file
+    }
+
+    /// A buffer of at least `capacity` bytes, once one is free; fails fast after a write error.
+    func acquire(capacity: Int) throws(DataProtectionError) -> Buffer {
+        free.wait()
+        if let failure = lock.locked({ failure }) {
+            free.signal()
+            throw failure
+        }
+        if buffers.count <= next { buffers.append(Buffer(capacity: capacity)) }
+        if buffers[next].data.count < capacity { buffers[next] = Buffer(capacity: capacity) }
+        return buffers[next]
+    }
+
+    /// Writes `buffer.data[0..<count]` at `offset` (in the background unless `synchronously`),
+    /// then frees the buffer.
+    func submit(_ buffer: Buffer, count: Int, at offset: Int64, synchronously: Bool) {
+        next = 1 - next
+        let work: @Sendable () -> Void = { [file] in
+            if self.lock.locked({ self.failure == nil }) {
+                do throws(DataProtectionError) {
+                    try file.write(buffer.data, range: 0..<count, at: offset)
+                } catch {
+                    self.lock.locked { if self.failure == nil { self.failure = error } }
+                }
+            }
+            self.free.signal()
+        }
+        if synchronously {
+            waitUntilIdle()
+            work()
+        } else {
+            queue.async(execute: work)
+        }
+    }
+
+    /// Waits for every submitted write, then throws the first write error, if any.
+    func finish() throws(DataProtectionError) {
+        waitUntilIdle()
+        if let failure = lock.locked({ failure }) { throw failure }
+    }
+
+    /// Waits for every submitted write.
+    func waitUntilIdle() {
+        queue.sync {}
+    }
 }
