@@ -29,6 +29,21 @@ struct TransferTests {
         #expect(try fixture.run(["cat", "empty"]).standardOutput.isEmpty)
     }
 
+    @Test("get -o replaces an existing local file, atomically, and leaves no temporary behind")
+    func getReplacesExistingOutput() throws {
+        let fixture = try StoreFixture()
+        try fixture.initialize()
+        let data = deterministicBytes(count: 2 << 20 + 7)
+        let input = try fixture.localFile("input.bin", data)
+        #expect(try fixture.run(["put", input.path, "f"]).status == 0)
+        let output = try fixture.localFile("out.bin", Data("old content that is shorter".utf8))
+        let get = try fixture.run(["get", "f", "-o", output.path])
+        #expect(get.status == 0, "\(get.standardError)")
+        #expect(try Data(contentsOf: output) == data)
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: fixture.directory.path).filter { $0.contains(".dpctl-") }
+        #expect(leftovers.isEmpty)
+    }
+
     /// The size of the large round trip: 256 MiB (it takes a few seconds even in debug builds).
     static let largeSize = 256 << 20
     /// The peak resident memory allowed to each dpctl process.

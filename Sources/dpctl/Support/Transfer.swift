@@ -17,12 +17,12 @@ struct Transfer {
         let bar = ProgressBar(total: attributes.size, quiet: quiet)
         defer { bar.finish() }
         guard let output, output != "-" else {
+            let stdout = PipelinedOutput(FileHandle.standardOutput, describe: "standard output")
             while case let piece = try handle.read(upToCount: transferPieceSize), !piece.isEmpty {
-                do { try FileHandle.standardOutput.write(contentsOf: piece) } catch {
-                    throw DataProtectionError(.ioFailure, "Cannot write to standard output: \(error.localizedDescription)")
-                }
+                try stdout.write(piece)
                 bar.advance(by: piece.count)
             }
+            try stdout.finish()
             return
         }
         // Into a temporary file beside the output, renamed into place at the end.
@@ -38,15 +38,16 @@ struct Transfer {
             if !finished { try? FileManager.default.removeItem(at: partial) }
         }
         do {
+            let pipeline = PipelinedOutput(file, describe: output)
             while case let piece = try handle.read(upToCount: transferPieceSize), !piece.isEmpty {
-                try file.write(contentsOf: piece)
+                try pipeline.write(piece)
                 bar.advance(by: piece.count)
             }
+            try pipeline.finish()
             try file.synchronize()
-            if FileManager.default.fileExists(atPath: destination.path) {
-                _ = try FileManager.default.replaceItemAt(destination, withItemAt: partial)
-            } else {
-                try FileManager.default.moveItem(at: partial, to: destination)
+            // rename(2) replaces an existing output atomically.
+            guard rename(partial.path, destination.path) == 0 else {
+                throw DataProtectionError(.ioFailure, "Cannot write \(output): \(String(cString: strerror(errno))).")
             }
             finished = true
         } catch let error as DataProtectionError {
