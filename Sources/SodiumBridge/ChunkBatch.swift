@@ -115,21 +115,25 @@ package enum ChunkBatch {
 
     // MARK: - Internals
 
-    /// Calls `body` for every index in `0..<count`, each worker on a contiguous share.
+    /// Calls `body` for every index in `0..<count`, in small contiguous shares taken by
+    /// whichever worker is free (a core busy with other work then takes fewer).
     private static func forEachShare(of count: Int, _ body: (Int) -> Void) {
-        let workers = min(workerCount, count)
-        guard count >= parallelThreshold, workers > 1 else {
+        guard count >= parallelThreshold, workerCount > 1 else {
             for index in 0..<count { body(index) }
             return
         }
+        let shares = min(count, workerCount * sharesPerWorker)
         withoutActuallyEscaping(body) { body in
             let work = UncheckedSendable(body)
-            DispatchQueue.concurrentPerform(iterations: workers) { worker in
-                let start = count * worker / workers, end = count * (worker + 1) / workers
+            DispatchQueue.concurrentPerform(iterations: shares) { share in
+                let start = count * share / shares, end = count * (share + 1) / shares
                 for index in start..<end { work.value(index) }
             }
         }
     }
+
+    /// Shares per worker: enough to balance, few enough to keep the dispatch overhead small.
+    private static let sharesPerWorker = 8
 
     private static func withPlaintext<R>(_ chunk: ChunkPlaintext, _ body: (UnsafeRawBufferPointer) -> R) -> R {
         switch chunk {

@@ -48,15 +48,22 @@ struct Put: ParsableCommand {
             // Creating a completeUnlessOpen file needs only the class B public key.
             if effective != .completeUnlessOpen { try session.unlock(for: effective) }
             let bar = ProgressBar(total: total, quiet: progress.quiet)
+            // Read ahead on another thread while the store encrypts.
+            let reader = PrefetchingInput(input, pieceSize: transferPieceSize)
+            defer {
+                reader.cancel()
+                // A file is closed on return: let the reader finish first (standard input stays open).
+                if source != "-" { reader.waitUntilStopped() }
+            }
             do {
                 try session.store.write(to: path, protection: protectionClass) { () throws -> Data? in
-                    let piece: Data
+                    let piece: Data?
                     do {
-                        piece = try input.read(upToCount: transferPieceSize) ?? Data()
+                        piece = try reader.next()
                     } catch {
                         throw DataProtectionError(.ioFailure, "Cannot read \(source == "-" ? "standard input" : source): \(error.localizedDescription)")
                     }
-                    if piece.isEmpty { return nil }
+                    guard let piece else { return nil }
                     bar.advance(by: piece.count)
                     return piece
                 }
