@@ -258,6 +258,9 @@ struct CrashHarnessTests {
             let leftovers = debris(under: root)
             #expect(leftovers.isEmpty, "\(context): debris after the store opened: \(leftovers)")
             state = observed
+            if (round + 1) % 1_000 == 0 {
+                print("CRASH-HARNESS seed \(seed): \(round + 1) kills survived so far, \(totals.operations) acknowledged operations")
+            }
         }
         print("CRASH-HARNESS seed \(seed): \(totals.killed) kills survived, \(totals.operations) acknowledged operations, \(totals.inFlight) kills inside an operation, \(totals.beforeReady) before the worker was ready; every state verified: 0 data lost, 0 forged reads")
         #expect(totals.killed == kills)

@@ -14,7 +14,7 @@ import Testing
 /// written and read back; a handle's `synchronize()` succeeds and shows the new
 /// state); and after a crash and a restart on the real file system, the state
 /// is still the old or the new one, with no debris left on disk.
-@Suite("I/O faults at every call site", .serialized)
+@Suite("I/O faults at every call site")
 struct IOFaultTests {
     static let passcode = "1234"
     static let newPasscode = "5678"
@@ -93,7 +93,7 @@ struct IOFaultTests {
 
     /// The store every case starts from, on `fileSystem`: unlocked, passcode set,
     /// `/a.txt` (3 chunks), `/dir/b.txt`, `/dir/empty/`; and a handle on `/a.txt`.
-    static func prepare(_ root: URL, _ fileSystem: FaultInjectingFileSystem) throws -> (ProtectedStore, ProtectedFileHandle) {
+    static func prepare(_ root: URL, _ fileSystem: any FileSystem) throws -> (ProtectedStore, ProtectedFileHandle) {
         let store = try ProtectedStore(directory: root, clock: VirtualClock(), configuration: .testing(), fileSystem: fileSystem)
         try store.device.unlock()
         try store.device.setPasscode(passcode)

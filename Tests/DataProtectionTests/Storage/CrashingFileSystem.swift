@@ -16,6 +16,12 @@ import SystemPackage
 /// rename and removal not yet followed by an `fsync` of its directory is
 /// undone (a rename puts the old target content back and the source file too).
 /// In ``Mode/keepEverything`` the crash only stops the process.
+///
+/// Protected data files (positioned writes, `ftruncate`) are modelled page by
+/// page: their content at the last `fsync` is kept, and a power cut loses
+/// every write since (``Loss/truncate``), or keeps or loses each written 4 KiB
+/// page independently, the file's size old or new (``Loss/garbage``: torn writes,
+/// a sector holds either its old bytes or its new ones).
 final class CrashingFileSystem: FileSystem {
     enum Loss: String, Sendable, CaseIterable {
         /// Unsynced file data becomes an empty file.
@@ -47,11 +53,13 @@ final class CrashingFileSystem: FileSystem {
         /// `moved`: the renamed file's content; `replaced`: what `destination` held before.
         case renamed(source: FilePath, destination: FilePath, moved: Data, replaced: Data?)
         case removed(FilePath, content: Data?)
+        /// A directory renamed (undone by renaming it back).
+        case renamedDirectory(source: FilePath, destination: FilePath)
 
         var directory: FilePath {
             switch self {
             case .created(let path), .removed(let path, _): path.removingLastComponent()
-            case .renamed(_, let destination, _, _): destination.removingLastComponent()
+            case .renamed(_, let destination, _, _), .renamedDirectory(_, let destination): destination.removingLastComponent()
             }
         }
     }
@@ -67,6 +75,12 @@ final class CrashingFileSystem: FileSystem {
         var unsynced: Set<FilePath> = []
         /// Directory changes not yet synchronised, oldest first.
         var journal: [Change] = []
+        /// Data files written since their last `fsync`: their content at that `fsync`
+        /// (or when first written), and the byte ranges written since.
+        var dataDurable: [FilePath: Data] = [:]
+        var dataWritten: [FilePath: [Range<Int>]] = [:]
+        /// The mutating operations since the last ``arm(crashAt:)``, for messages.
+        var log: [String] = []
     }
 
     private let base = PosixFileSystem()
@@ -79,6 +93,9 @@ final class CrashingFileSystem: FileSystem {
     /// Mutating operations performed since creation or the last ``arm(crashAt:)``.
     var operations: Int { state.withLock { $0.operations } }
 
+    /// The mutating operations since the last ``arm(crashAt:)`` (number, call, file name).
+    var log: [String] { state.withLock { $0.log } }
+
     /// Whether the simulated crash happened.
     var hasCrashed: Bool { state.withLock { $0.crashed } }
 
@@ -87,6 +104,7 @@ final class CrashingFileSystem: FileSystem {
     func arm(crashAt step: Int?) {
         state.withLock { state in
             state.operations = 0
+            state.log = []
             state.crashAt = step
         }
     }
@@ -134,7 +152,11 @@ final class CrashingFileSystem: FileSystem {
         // Durability is what this double models (`unsynced`, `journal`): the
         // real `fsync` would only slow the tests down, since this process never loses power.
         state.withLock { state in
-            if let current = state.open[descriptor.rawValue] { state.unsynced.remove(current) }
+            if let current = state.open[descriptor.rawValue] {
+                state.unsynced.remove(current)
+                state.dataDurable.removeValue(forKey: current)
+                state.dataWritten.removeValue(forKey: current)
+            }
         }
     }
 
@@ -146,6 +168,23 @@ final class CrashingFileSystem: FileSystem {
 
     func rename(_ source: FilePath, to destination: FilePath) throws(DataProtectionError) {
         try step()
+        if try base.status(at: source)?.kind == .directory {
+            try base.rename(source, to: destination)
+            state.withLock { state in
+                state.journal.append(.renamedDirectory(source: source, destination: destination))
+                // Tracked paths inside move with it.
+                let prefix = source.string + "/"
+                for (raw, path) in state.open where path.string.hasPrefix(prefix) {
+                    state.open[raw] = FilePath(destination.string + path.string.dropFirst(source.string.count))
+                }
+                for path in Array(state.dataDurable.keys) where path.string.hasPrefix(prefix) {
+                    let moved = FilePath(destination.string + path.string.dropFirst(source.string.count))
+                    state.dataDurable[moved] = state.dataDurable.removeValue(forKey: path)
+                    state.dataWritten[moved] = state.dataWritten.removeValue(forKey: path)
+                }
+            }
+            return
+        }
         let moved = try base.readFile(at: source) ?? Data()
         let replaced = try base.readFile(at: destination)
         try base.rename(source, to: destination)
@@ -158,6 +197,12 @@ final class CrashingFileSystem: FileSystem {
                 moved = Self.lost(moved, state.mode)
             }
             state.journal.append(.renamed(source: source, destination: destination, moved: moved, replaced: replaced))
+            state.dataDurable.removeValue(forKey: destination)
+            state.dataWritten.removeValue(forKey: destination)
+            if let durable = state.dataDurable.removeValue(forKey: source) {
+                state.dataDurable[destination] = durable
+                state.dataWritten[destination] = state.dataWritten.removeValue(forKey: source)
+            }
             for (raw, path) in state.open where path == source { state.open[raw] = destination }
         }
     }
@@ -210,12 +255,29 @@ final class CrashingFileSystem: FileSystem {
 
     func write(_ data: Data, range: Range<Int>, to descriptor: FileDescriptor, at offset: Int64, path: FilePath) throws(DataProtectionError) {
         try step()
+        let current = try trackDataWrite(descriptor)
         try base.write(data, range: range, to: descriptor, at: offset, path: path)
+        state.withLock { $0.dataWritten[current, default: []].append(Int(offset)..<Int(offset) + range.count) }
     }
 
     func resize(_ descriptor: FileDescriptor, to size: Int64, path: FilePath) throws(DataProtectionError) {
         try step()
+        let current = try trackDataWrite(descriptor)
+        let old = try base.status(of: descriptor, path: path).size
         try base.resize(descriptor, to: size, path: path)
+        state.withLock { $0.dataWritten[current, default: []].append(Int(min(old, size))..<Int(max(old, size))) }
+    }
+
+    /// The current path of a data file about to be written; its durable content is remembered first.
+    private func trackDataWrite(_ descriptor: FileDescriptor) throws(DataProtectionError) -> FilePath {
+        guard let current = state.withLock({ $0.open[descriptor.rawValue] }) else {
+            throw DataProtectionError(.ioFailure, "write to a descriptor this file system did not open")
+        }
+        if state.withLock({ $0.dataDurable[current] }) == nil {
+            let content = try base.readFile(at: current) ?? Data()
+            state.withLock { $0.dataDurable[current] = content }
+        }
+        return current
     }
 
     func status(of descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) -> FileStatus {
@@ -242,10 +304,11 @@ final class CrashingFileSystem: FileSystem {
     }
 
     /// Counts one mutating operation, and crashes if it is the chosen one.
-    private func step() throws(DataProtectionError) {
+    private func step(_ what: String = #function, _ path: FilePath? = nil) throws(DataProtectionError) {
         let crashNow = state.withLock { state -> Bool in
             if state.crashed { return false }
             state.operations += 1
+            state.log.append("\(state.operations) \(what.prefix { $0 != "(" }) \(path?.lastComponent?.string.prefix(12) ?? "")")
             return state.operations == state.crashAt
         }
         try checkAlive()
@@ -261,16 +324,22 @@ final class CrashingFileSystem: FileSystem {
     /// Closes every open descriptor and, when losing unsynced data, undoes
     /// what was not durable.
     private func powerCut() {
-        let (mode, open, unsynced, journal) = state.withLock { state in
+        let (mode, open, unsynced, journal, dataDurable, dataWritten) = state.withLock { state in
             defer {
                 state.open.removeAll()
                 state.unsynced.removeAll()
                 state.journal.removeAll()
+                state.dataDurable.removeAll()
+                state.dataWritten.removeAll()
             }
-            return (state.mode, state.open, state.unsynced, state.journal)
+            return (state.mode, state.open, state.unsynced, state.journal, state.dataDurable, state.dataWritten)
         }
         for raw in open.keys { try? FileDescriptor(rawValue: raw).close() }
-        guard case .loseUnsynced = mode else { return }
+        guard case .loseUnsynced(let loss) = mode else { return }
+        for (path, durable) in dataDurable {
+            guard let current = try? base.readFile(at: path) else { continue }
+            overwrite(path, with: Self.afterPowerCut(durable: durable, current: current, written: dataWritten[path] ?? [], loss))
+        }
         for path in unsynced {
             if let data = try? base.readFile(at: path) {
                 overwrite(path, with: Self.lost(data, mode))
@@ -285,8 +354,32 @@ final class CrashingFileSystem: FileSystem {
                 if let replaced { overwrite(destination, with: replaced) } else { try? base.removeFile(at: destination) }
             case .removed(let path, let content):
                 if let content { overwrite(path, with: content) }
+            case .renamedDirectory(let source, let destination):
+                try? base.rename(destination, to: source)
             }
         }
+    }
+
+    /// A data file after a power cut: with ``Loss/truncate`` its durable content; with
+    /// ``Loss/garbage`` each written 4 KiB page old or new at random, the size old or new.
+    private static func afterPowerCut(durable: Data, current: Data, written: [Range<Int>], _ loss: Loss) -> Data {
+        guard loss == .garbage else { return durable }
+        let page = 4_096
+        let size = Bool.random() ? current.count : durable.count
+        // The old bytes (zeros past the old end), then each written page new or old at random.
+        var result = durable.prefix(size)
+        if result.count < size { result.append(Data(count: size - result.count)) }
+        var pages = Set<Int>()
+        for range in written where !range.isEmpty {
+            pages.formUnion(range.lowerBound / page...(range.upperBound - 1) / page)
+        }
+        for index in pages where Bool.random() {
+            let start = index * page
+            let end = min(start + page, size, current.count)
+            guard start < end else { continue }
+            result.replaceSubrange(start..<end, with: current.subdata(in: start..<end))
+        }
+        return Data(result)
     }
 
     /// What unsynced data turns into.

@@ -505,8 +505,10 @@ final class OpenFile: @unchecked Sendable {
         if allocated > header.allocatedRecords {
             try writeHeader(length: oldLength, allocated: allocated, keys: keys)
             // Durable before the records it allows: after a power cut, records on disk
-            // beyond what any header allocates would make the file unreadable.
-            if durable { try file.synchronize() }
+            // beyond what any header allocates would make the file unreadable. (Every
+            // ordering `fsync` below is made for non-durable flushes too: after a power
+            // cut the file must stay readable; `durable` only adds the last one.)
+            try file.synchronize()
         }
         let shift = UInt64(header.chunkShift)
         /// Seals chunk `index` (`length` bytes) into `records` at `position`.
@@ -553,6 +555,10 @@ final class OpenFile: @unchecked Sendable {
         if runBytes > 0 { try file.write(run, range: 0..<runBytes, at: header.recordOffset(runStart)) }
         let journalPath = Self.journalPath(for: file.path)
         if !overwrites.isEmpty {
+            // The journal, once durable, commits the new length when replayed: the records
+            // past the old end must be durable before it, or a power cut could keep the
+            // journal and lose them.
+            if newCount > oldCount { try file.synchronize() }
             let journal = FileJournal(fileID: header.fileID, baseGeneration: header.generation, length: newLength,
                                       allocatedRecords: allocated, entries: overwrites)
             let fileSystem = file.fileSystem
@@ -560,25 +566,33 @@ final class OpenFile: @unchecked Sendable {
             let descriptor = try fileSystem.createFile(at: journalPath)
             do throws(DataProtectionError) {
                 try fileSystem.write(.data(journal.encoded(macKey: keys.macKey)), to: descriptor, path: journalPath)
-                if durable { try fileSystem.synchronize(descriptor, path: journalPath) }
+                // Durable before the overwrites it protects: torn records are repaired from it.
+                try fileSystem.synchronize(descriptor, path: journalPath)
                 try fileSystem.close(descriptor, path: journalPath)
             } catch {
                 try? fileSystem.close(descriptor, path: journalPath)
                 try? fileSystem.removeFile(at: journalPath)
                 throw error
             }
-            if durable { try fileSystem.synchronizeDirectory(at: journalPath.removingLastComponent()) }
+            try fileSystem.synchronizeDirectory(at: journalPath.removingLastComponent())
             for entry in overwrites {
                 try file.write(entry.record, at: header.recordOffset(entry.index))
             }
         }
-        if durable { try file.synchronize() }
+        // The records before the header that commits them.
+        try file.synchronize()
         try writeHeader(length: newLength, allocated: allocated, keys: keys)
         if newLength < oldLength {
+            // The shrink's header before its `ftruncate`, the `ftruncate` before the header
+            // that ends the shrink: in any other order a power cut could leave a size no
+            // header accepts.
+            try file.synchronize()
             try file.resize(to: header.physicalSize(forLength: newLength))
+            try file.synchronize()
             try writeHeader(length: newLength, allocated: newCount, keys: keys)
         }
-        if durable { try file.synchronize() }
+        // The new state before the journal goes.
+        if durable || !overwrites.isEmpty { try file.synchronize() }
         unsynced = !durable
         if !overwrites.isEmpty { try file.fileSystem.removeFile(at: journalPath) }
         wipeCache()
