@@ -14,6 +14,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // `swift package benchmark` (Benchmarks/). Without the Linux runtime interposer trait, which needs a package
+        // that is not mirrored here.
+        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
     ],
     targets: [
         // libsodium from the system (Debian: libsodium-dev). Only SodiumBridge imports it.
@@ -46,11 +49,21 @@ let package = Package(
             name: "DataProtectionScenarioTesting",
             dependencies: ["DataProtectionScenarios"]
         ),
+        // The workloads and baselines shared by `dpctl bench` and the Benchmarks/ suite.
+        .target(
+            name: "StoreBenchmarking",
+            dependencies: [
+                "DataProtection",
+                "SodiumBridge",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
         .executableTarget(
             name: "dpctl",
             dependencies: [
                 "DataProtection",
                 "DataProtectionScenarios",
+                "StoreBenchmarking",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -61,6 +74,17 @@ let package = Package(
             name: "CrashWorker",
             dependencies: ["DataProtection"],
             path: "Tests/CrashWorker"
+        ),
+        // `swift package benchmark`: the store next to its baselines (Benchmarks/StoreBenchmarks).
+        .executableTarget(
+            name: "StoreBenchmarks",
+            dependencies: [
+                "StoreBenchmarking",
+                "DataProtection",
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/StoreBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
         .testTarget(
             name: "SodiumBridgeTests",

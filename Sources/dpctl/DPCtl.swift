@@ -25,7 +25,7 @@ struct DPCtl: ParsableCommand {
         subcommands: [
             Init.self, Status.self, Unlock.self, Put.self, Get.self, Cat.self, List.self, Stat.self,
             MakeDirectory.self, Remove.self, Move.self, Copy.self, SetClass.self, PasscodeCommand.self, Erase.self,
-            Demo.self, Scenario.self, Shell.self,
+            Demo.self, Scenario.self, Shell.self, Bench.self,
         ]
     )
 }

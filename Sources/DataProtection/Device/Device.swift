@@ -276,6 +276,9 @@ public final class Device: Sendable {
         (try? withClassKey(for: protectionClass) { _ in true }) == true
     }
 
+    /// How the passcode is stretched (benchmarks time Argon2id alone with these parameters).
+    package var passcodeParameters: PasscodeParameters { core.withLock { $0.keybag.passcode } }
+
     /// The class B public key: always available.
     package var classBPublicKey: Data { core.withLock { $0.keybag.classBPublicKey } }
 

@@ -245,9 +245,40 @@ public final class ProtectedStore: Sendable {
     // MARK: - Device lifecycle
 
     func classKeysWillBeDiscarded(_ classes: Set<ProtectionClass>) {
-        for file in state.withLock({ $0.openFiles.values.map(\.file) }) where classes.contains(file.protectionClass) {
-            file.classKeyWillBeDiscarded()
+        let files = state.withLock { $0.openFiles.values.map(\.file) }.filter { classes.contains($0.protectionClass) }
+        // Each file flushes durably (its own fsyncs, in the order its crash safety needs) and only
+        // then wipes its keys; files flush on parallel threads, so that their fsyncs overlap instead
+        // of queueing one after another (a lock with many dirty handles would otherwise take one
+        // disk flush per file). Every flush is done when this returns, before any class key goes.
+        Self.concurrently(files, width: Self.discardFlushWidth) { $0.classKeyWillBeDiscarded() }
+    }
+
+    /// Threads flushing files in parallel when class keys go (they mostly wait on the disk).
+    static let discardFlushWidth = 32
+
+    /// Calls `body` on every element from up to `width` threads (this one included); returns when all are done.
+    static func concurrently<T: Sendable>(_ elements: [T], width: Int, _ body: @escaping @Sendable (T) -> Void) {
+        guard elements.count > 1, width > 1 else {
+            elements.forEach(body)
+            return
         }
+        let next = Mutex(0)
+        let work: @Sendable () -> Void = {
+            while true {
+                let index = next.withLock { index in
+                    defer { index += 1 }
+                    return index
+                }
+                guard index < elements.count else { return }
+                body(elements[index])
+            }
+        }
+        // A private concurrent queue gets threads beyond the core count: these block on the disk.
+        let queue = DispatchQueue(label: "DataProtection.discard", attributes: .concurrent)
+        let group = DispatchGroup()
+        for _ in 1..<min(width, elements.count) { queue.async(group: group, execute: work) }
+        work()
+        group.wait()
     }
 
     func deviceWillRestart(flushing: Bool) {

@@ -1,0 +1,52 @@
+import Foundation
+import Testing
+
+/// `dpctl bench`: runs on temporary stores and prints a well-formed table of
+/// ratios (the values are not checked: no timing assertions in unit tests).
+@Suite("dpctl bench")
+struct BenchCommandTests {
+    static let columns = ["what", "store", "baseline (same run)", "ratio", "target", "met"]
+
+    @Test("a small run prints a heading, the column titles and one row per figure, each with a ratio or '-'")
+    func smallRunPrintsTheTable() throws {
+        let fixture = try StoreFixture()
+        let result = try fixture.run(["bench", "--size", "1MiB", "--rounds", "1", "--small-files", "5", "--handles", "5",
+                                      "--quiet", "--directory", fixture.directory.path])
+        #expect(result.status == 0, "\(result.standardError)")
+        #expect(result.standardError.isEmpty)
+        let lines = result.standardOutput.split(separator: "\n").map(String.init)
+        try #require(lines.count >= 3)
+        #expect(lines[0].hasPrefix("dpctl bench: 1 MiB sequential, 1 alternating rounds"))
+        let header = lines[1].components(separatedBy: "  ").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        #expect(header == Self.columns)
+        #expect(lines[2].allSatisfy { $0 == "-" || $0 == " " })
+        let rows = Array(lines.dropFirst(3))
+        let figures = ["sequential write, handle", "sequential read, handle", "put, whole file", "get, whole file",
+                       "random 4 KiB read", "5 atomic 4 KiB puts", "unlock", "lock, no open handle",
+                       "lock, 5 complete handles (idle)", "lock, 5 complete handles with unsynced 4 KiB"]
+        for figure in figures {
+            let row = rows.first { $0.trimmingCharacters(in: .whitespaces).hasPrefix(figure) }
+            #expect(row != nil, "no row for \(figure)")
+            guard let row else { continue }
+            let cells = row.components(separatedBy: "  ").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            #expect(cells.count >= Self.columns.count, "\(row)")
+            guard cells.count >= Self.columns.count else { continue }
+            let ratio = cells[3]
+            #expect(ratio == "-" || (Double(ratio).map { $0 > 0 && $0.isFinite } ?? false), "ratio cell \(ratio) in \(row)")
+            #expect(["yes", "NO", "-"].contains(cells[5]), "met cell \(cells[5]) in \(row)")
+        }
+        // The scratch stores are gone.
+        let left = try FileManager.default.contentsOfDirectory(atPath: fixture.directory.path).filter { $0.hasPrefix("dp-bench-") }
+        #expect(left.isEmpty)
+    }
+
+    @Test("sizes take binary and decimal units; a nonsense size is a usage error")
+    func sizes() throws {
+        let fixture = try StoreFixture()
+        let bad = try fixture.run(["bench", "--size", "lots"])
+        #expect(bad.status == 64)
+        #expect(bad.standardError.contains("size"))
+        let tiny = try fixture.run(["bench", "--size", "1K"])
+        #expect(tiny.status == 64)
+    }
+}
