@@ -50,13 +50,30 @@ package enum BLAKE2b {
         }
         // Inputs are small (keys, labels, identifiers): gather them in secure memory
         // and hash in one call, so no hash state holding key material outlives this call.
-        let message = SecureBytes(concatenating: parts.map { part in
+        // One secure allocation for the whole message (each costs several system calls).
+        let total = parts.reduce(0) { total, part in
             switch part {
-            case .secret(let secret): return secret
-            case .data(let data): return SecureBytes(count: data.count) { out in out.copyBytes(from: data) }
-            case .label(let label): return SecureBytes(copyingUTF8: label)
+            case .secret(let secret): total + secret.count
+            case .data(let data): total + data.count
+            case .label(let label): total + label.utf8.count
             }
-        })
+        }
+        let message = SecureBytes(count: total) { out in
+            var offset = 0
+            for part in parts {
+                switch part {
+                case .secret(let secret):
+                    secret.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: out[offset..<offset + $0.count]).copyMemory(from: $0) }
+                    offset += secret.count
+                case .data(let data):
+                    UnsafeMutableRawBufferPointer(rebasing: out[offset..<offset + data.count]).copyBytes(from: data)
+                    offset += data.count
+                case .label(let label):
+                    UnsafeMutableRawBufferPointer(rebasing: out[offset..<offset + label.utf8.count]).copyBytes(from: label.utf8)
+                    offset += label.utf8.count
+                }
+            }
+        }
         message.withUnsafeBytes { m in
             let input = m.baseAddress?.assumingMemoryBound(to: UInt8.self)
             if let key {

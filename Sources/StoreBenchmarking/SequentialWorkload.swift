@@ -120,19 +120,22 @@ package final class SequentialWorkload: @unchecked Sendable {
         }
         let bytes = batch.count * Self.stride
         _ = try records.withUnsafeBytes { try file.writeAll(toAbsoluteOffset: offset, UnsafeRawBufferPointer(rebasing: $0[0..<bytes])) }
+        // The store starts write-back as it goes; so does the baseline (its final fsync is as short).
+        WriteBehind.start(descriptor: file.rawValue, offset: offset, count: Int64(bytes))
         index += batch.count
         batch.removeAll(keepingCapacity: true)
         return Int64(bytes)
     }
 
-    /// Reads the records written by ``rawWrite(at:parallel:)`` (`pread` per 64) and opens them.
-    package func rawRead(at url: URL, parallel: Bool) throws -> Duration {
+    /// Reads the records written by ``rawWrite(at:parallel:)`` (`pread` per 64) and opens them into
+    /// a 1 MiB buffer, or with `whole` into one buffer of the file's size (what a whole-file get returns).
+    package func rawRead(at url: URL, parallel: Bool, whole: Bool = false) throws -> Duration {
         try measure {
             let file = try FileDescriptor.open(FilePath(url.path), .readOnly)
             defer { try? file.close() }
             let chunks = size / Self.chunkSize
             var records = Data(count: Self.recordsPerCall * Self.stride)
-            var plaintext = Data(count: Self.recordsPerCall * Self.chunkSize)
+            var plaintext = Data(count: whole ? size : Self.recordsPerCall * Self.chunkSize)
             var index = 0
             while index < chunks {
                 let count = min(Self.recordsPerCall, chunks - index)
@@ -142,13 +145,14 @@ package final class SequentialWorkload: @unchecked Sendable {
                 }
                 precondition(got == bytes, "short raw read")
                 let ad = (0..<count).map { Self.associatedData(index + $0) }
+                let base = whole ? index * Self.chunkSize : 0
                 if parallel {
                     try ChunkBatch.open(records, ranges: (0..<count).map { $0 * Self.stride..<($0 + 1) * Self.stride }, associatedData: ad,
-                                        into: &plaintext, at: (0..<count).map { $0 * Self.chunkSize }, key: key)
+                                        into: &plaintext, at: (0..<count).map { base + $0 * Self.chunkSize }, key: key)
                 } else {
                     for position in 0..<count {
                         try ChunkRecords.open(records, range: position * Self.stride..<(position + 1) * Self.stride, into: &plaintext,
-                                              at: position * Self.chunkSize, key: key, associatedData: ad[position])
+                                              at: base + position * Self.chunkSize, key: key, associatedData: ad[position])
                     }
                 }
                 index += count

@@ -12,9 +12,9 @@ package struct StoreBench: Sendable {
         /// Alternating rounds per sequential figure.
         package var rounds = 3
         /// Small files written by each side.
-        package var smallFiles = 1000
+        package var smallFiles = 300
         /// Open `complete` handles when locking.
-        package var handles = 1000
+        package var handles = 300
         /// Random 4 KiB reads per side.
         package var randomReads = 2000
         /// Unlocks timed.
@@ -71,6 +71,7 @@ package struct StoreBench: Sendable {
                     try record("raw read 1") { try workload.rawRead(at: raw1, parallel: false) }
                     try record("raw write N") { try workload.rawWrite(at: rawN, parallel: true) }
                     try record("raw read N") { try workload.rawRead(at: rawN, parallel: true) }
+                    try record("raw read N whole") { try workload.rawRead(at: rawN, parallel: true, whole: true) }
                 }
             }
         }
@@ -84,7 +85,7 @@ package struct StoreBench: Sendable {
             row("sequential write, handle (+fsync)", "handle write", "raw write 1", baseline: "raw, 1 core"),
             row("sequential read, handle", "handle read", "raw read N", baseline: "raw, all cores"),
             row("put, whole file (atomic, durable)", "put", "raw write N", baseline: "raw, all cores"),
-            row("get, whole file", "get", "raw read N", baseline: "raw, all cores"),
+            row("get, whole file", "get", "raw read N whole", baseline: "raw, all cores, into one buffer"),
         ]
         rows[0].note = "handle writes seal on one core"
 

@@ -292,6 +292,23 @@ public final class Device: Sendable {
         }
     }
 
+    /// Runs `body` with keys derived from the metadata key (keyed BLAKE2b, one per label),
+    /// derived once and kept until the metadata key goes (reboot, erase).
+    package func withMetadataKeys<R>(
+        derivedFor labels: [String], _ body: ([SecureBytes]) throws(DataProtectionError) -> R
+    ) throws(DataProtectionError) -> R {
+        try core.withLock { core throws(DataProtectionError) -> R in
+            var derived: [SecureBytes] = []
+            for label in labels {
+                guard let key = core.keys.derivedKey(.metadata, label: label, { BLAKE2b.deriveKey(key: $0, [.label(label)]) }) else {
+                    throw core.needsReboot ?? .integrity("The metadata key is not in memory.")
+                }
+                derived.append(key)
+            }
+            return try body(derived)
+        }
+    }
+
     /// A fingerprint of a slot's key in memory (tests only: shows keys survive rewraps).
     package func keyFingerprint(_ slot: KeybagSlot) -> Data? {
         core.withLock { core in core.keys.key(slot).map { BLAKE2b.hash([.secret($0)]) } }

@@ -7,19 +7,40 @@ import SodiumBridge
 /// else still references the buffers.
 struct ClassKeyring: Sendable {
     private(set) var keys: [KeybagSlot: SecureBytes] = [:]
+    /// Keys derived from a slot's key (by label), kept while that key is: deriving them
+    /// costs a secure allocation each, and names are encrypted at every path lookup.
+    private var derived: [KeybagSlot: [String: SecureBytes]] = [:]
 
     func key(_ slot: KeybagSlot) -> SecureBytes? { keys[slot] }
 
     mutating func install(_ key: SecureBytes, in slot: KeybagSlot) {
-        if let old = keys[slot], old !== key { old.wipe() }
+        if let old = keys[slot], old !== key {
+            old.wipe()
+            forgetDerived(slot)
+        }
         keys[slot] = key
+    }
+
+    /// The key derived from `slot`'s key for `label` (derived by `derive` on first use), or `nil`
+    /// when the slot holds no key. Wiped with the slot's key.
+    mutating func derivedKey(_ slot: KeybagSlot, label: String, _ derive: (SecureBytes) -> SecureBytes) -> SecureBytes? {
+        guard let key = keys[slot] else { return nil }
+        if let cached = derived[slot]?[label] { return cached }
+        let fresh = derive(key)
+        derived[slot, default: [:]][label] = fresh
+        return fresh
     }
 
     /// Wipes and forgets the keys of `slots`.
     mutating func discard(_ slots: some Sequence<KeybagSlot>) {
         for slot in slots {
             keys.removeValue(forKey: slot)?.wipe()
+            forgetDerived(slot)
         }
+    }
+
+    private mutating func forgetDerived(_ slot: KeybagSlot) {
+        for key in (derived.removeValue(forKey: slot) ?? [:]).values { key.wipe() }
     }
 
     /// Wipes and forgets every key.

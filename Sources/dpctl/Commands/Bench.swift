@@ -22,10 +22,10 @@ struct Bench: ParsableCommand {
     var rounds = 3
 
     @Option(name: .customLong("small-files"), help: "Small (4 KiB) files written by each side.")
-    var smallFiles = 1000
+    var smallFiles = 300
 
     @Option(help: "Open complete handles when locking.")
-    var handles = 1000
+    var handles = 300
 
     @Option(help: ArgumentHelp("Where the temporary stores go (default: the temporary directory).", valueName: "dir"))
     var directory: String?

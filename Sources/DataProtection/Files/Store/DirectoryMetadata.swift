@@ -46,9 +46,8 @@ struct DirectoryMetadata: Sendable, Hashable {
     }
 
     private static func mac(_ body: Data, device: Device) throws(DataProtectionError) -> Data {
-        try device.withMetadataKey { metadataKey throws(DataProtectionError) -> Data in
-            let key = BLAKE2b.deriveKey(key: metadataKey, [.label(label)])
-            return BLAKE2b.mac(key: key, [.data(body)])
+        try device.withMetadataKeys(derivedFor: [label]) { keys throws(DataProtectionError) -> Data in
+            BLAKE2b.mac(key: keys[0], [.data(body)])
         }
     }
 }

@@ -16,9 +16,8 @@ enum NameCipher {
 
     static func encrypt(_ name: String, directoryID: Data, device: Device) throws(DataProtectionError) -> String {
         let plaintext = Data(name.utf8)
-        return try device.withMetadataKey { metadataKey throws(DataProtectionError) -> String in
-            let sivKey = BLAKE2b.deriveKey(key: metadataKey, [.label(Label.siv)])
-            let nameKey = BLAKE2b.deriveKey(key: metadataKey, [.label(Label.name)])
+        return try device.withMetadataKeys(derivedFor: [Label.siv, Label.name]) { keys throws(DataProtectionError) -> String in
+            let sivKey = keys[0], nameKey = keys[1]
             let nonce = BLAKE2b.mac(byteCount: 24, key: sivKey, [.data(directoryID), .data(plaintext)])
             do {
                 let sealed = try XChaCha20Poly1305.seal(plaintext, using: nameKey, nonce: nonce,
@@ -33,9 +32,8 @@ enum NameCipher {
     /// The name, or `nil` if `encoded` is not a name of this directory under this key.
     static func decrypt(_ encoded: String, directoryID: Data, device: Device) throws(DataProtectionError) -> String? {
         guard let data = Base64URL.decode(encoded), data.count >= 40 else { return nil }
-        return try device.withMetadataKey { metadataKey throws(DataProtectionError) -> String? in
-            let sivKey = BLAKE2b.deriveKey(key: metadataKey, [.label(Label.siv)])
-            let nameKey = BLAKE2b.deriveKey(key: metadataKey, [.label(Label.name)])
+        return try device.withMetadataKeys(derivedFor: [Label.siv, Label.name]) { keys throws(DataProtectionError) -> String? in
+            let sivKey = keys[0], nameKey = keys[1]
             let nonce = data.prefix(24)
             guard let plaintext = try? XChaCha20Poly1305.open(Data(data.dropFirst(24)), using: nameKey, nonce: Data(nonce),
                                                                authenticating: Data("DPNM".utf8) + directoryID),

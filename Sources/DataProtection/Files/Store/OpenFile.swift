@@ -652,6 +652,11 @@ final class OpenFile: @unchecked Sendable {
         }
     }
 
+    /// Whether a durable flush has anything to do: cached writes, a size change or data not yet `fsync`ed.
+    var hasPendingWrites: Bool {
+        lock.locked { !closed && (unsynced || size != header.length || cache.values.contains { $0.dirty }) }
+    }
+
     /// The class key is about to go: write out what is cached (durably, with the
     /// key still present), then wipe the file keys and plaintext. Class B keeps
     /// its key while open.

@@ -27,8 +27,10 @@ final class ProtectedFileWriter {
     private var pending: [ChunkPlaintext] = []
     /// Chunk buffers for pieces smaller than a chunk: `staging[pending.count]` is being filled.
     private var staging: [SecureBytes] = []
-    /// Bytes in the chunk being filled.
+    /// Bytes in the chunk being filled: in its staging buffer, or in `tail`.
     private var filled = 0
+    /// The chunk being filled while it is still one piece of a caller's data.
+    private var tail: (Data, Range<Int>)?
     /// Chunks handed to batches so far.
     private var index: UInt64 = 0
     private let output: RecordOutput
@@ -73,6 +75,12 @@ final class ProtectedFileWriter {
                 // A whole chunk: sealed from the caller's data, without a copy.
                 pending.append(.data(data, position..<position + chunkSize))
                 position += chunkSize
+            } else if filled == 0 {
+                // Less than a chunk, perhaps the last piece (a small file): keep a reference to the
+                // caller's bytes (a `Data` cannot change under us), copied only if more follows.
+                tail = (data, position..<data.count)
+                filled = data.count - position
+                position = data.count
             } else {
                 let buffer = stagingBuffer()
                 let count = min(chunkSize - filled, data.count - position)
@@ -88,10 +96,15 @@ final class ProtectedFileWriter {
         }
     }
 
-    /// The staging buffer of the chunk being filled.
+    /// The staging buffer of the chunk being filled, holding the `filled` bytes gathered so far.
     private func stagingBuffer() -> SecureBytes {
         while staging.count <= pending.count { staging.append(SecureBytes(count: header.chunkSize)) }
-        return staging[pending.count]
+        let buffer = staging[pending.count]
+        if let (data, range) = tail {
+            buffer.replaceBytes(at: 0, with: data, range: range)
+            tail = nil
+        }
+        return buffer
     }
 
     /// Seals the gathered chunks (on every core) and hands them to the output.
@@ -117,7 +130,12 @@ final class ProtectedFileWriter {
     /// Seals the tail, writes the header, `fsync`s, renames over the target and `fsync`s the directory.
     func commit() throws(DataProtectionError) {
         if filled > 0 {
-            pending.append(.secure(stagingBuffer(), 0..<filled))
+            if let (data, range) = tail {
+                pending.append(.data(data, range))
+                tail = nil
+            } else {
+                pending.append(.secure(stagingBuffer(), 0..<filled))
+            }
             filled = 0
         }
         try sealPending(last: true)

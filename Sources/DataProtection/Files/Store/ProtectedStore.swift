@@ -250,7 +250,13 @@ public final class ProtectedStore: Sendable {
         // then wipes its keys; files flush on parallel threads, so that their fsyncs overlap instead
         // of queueing one after another (a lock with many dirty handles would otherwise take one
         // disk flush per file). Every flush is done when this returns, before any class key goes.
-        Self.concurrently(files, width: Self.discardFlushWidth) { $0.classKeyWillBeDiscarded() }
+        // Files with nothing to flush just wipe their keys, here: no thread is worth starting for them.
+        var pending: [OpenFile] = [], idle: [OpenFile] = []
+        for file in files {
+            if file.hasPendingWrites { pending.append(file) } else { idle.append(file) }
+        }
+        Self.concurrently(pending, width: Self.discardFlushWidth) { $0.classKeyWillBeDiscarded() }
+        for file in idle { file.classKeyWillBeDiscarded() }
     }
 
     /// Threads flushing files in parallel when class keys go (they mostly wait on the disk).
