@@ -50,6 +50,20 @@ package enum BLAKE2b {
         }
         // Inputs are small (keys, labels, identifiers): gather them in secure memory
         // and hash in one call, so no hash state holding key material outlives this call.
+        // Public parts only (identifiers, labels, header fields, names the caller holds in a
+        // `String` anyway): the message needs no secure memory.
+        if !parts.contains(where: { if case .secret = $0 { true } else { false } }) {
+            var message: [UInt8] = []
+            for part in parts {
+                switch part {
+                case .data(let data): message += data
+                case .label(let label): message += Array(label.utf8)
+                case .secret: preconditionFailure("unreachable")
+                }
+            }
+            message.withUnsafeBytes { m in digest(into: out, key: key, message: m) }
+            return
+        }
         // One secure allocation for the whole message (each costs several system calls).
         let total = parts.reduce(0) { total, part in
             switch part {
@@ -74,18 +88,20 @@ package enum BLAKE2b {
                 }
             }
         }
-        message.withUnsafeBytes { m in
-            let input = m.baseAddress?.assumingMemoryBound(to: UInt8.self)
-            if let key {
-                key.withUnsafeBytes { k in
-                    _ = crypto_generichash(
-                        out.baseAddress!.assumingMemoryBound(to: UInt8.self), out.count,
-                        input, UInt64(m.count),
-                        k.baseAddress!.assumingMemoryBound(to: UInt8.self), k.count)
-                }
-            } else {
-                _ = crypto_generichash(out.baseAddress!.assumingMemoryBound(to: UInt8.self), out.count, input, UInt64(m.count), nil, 0)
+        message.withUnsafeBytes { m in digest(into: out, key: key, message: m) }
+    }
+
+    private static func digest(into out: UnsafeMutableRawBufferPointer, key: SecureBytes?, message m: UnsafeRawBufferPointer) {
+        let input = m.baseAddress?.assumingMemoryBound(to: UInt8.self)
+        if let key {
+            key.withUnsafeBytes { k in
+                _ = crypto_generichash(
+                    out.baseAddress!.assumingMemoryBound(to: UInt8.self), out.count,
+                    input, UInt64(m.count),
+                    k.baseAddress!.assumingMemoryBound(to: UInt8.self), k.count)
             }
+        } else {
+            _ = crypto_generichash(out.baseAddress!.assumingMemoryBound(to: UInt8.self), out.count, input, UInt64(m.count), nil, 0)
         }
     }
 }

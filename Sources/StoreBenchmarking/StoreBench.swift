@@ -163,18 +163,23 @@ package struct StoreBench: Sendable {
         progress("unlock (calibrated Argon2id)")
         let calibrated = try BenchScratch(configuration: DeviceConfiguration(gracePeriod: .zero), passcode: "1234", in: options.directory)
         defer { calibrated.remove() }
+        // The rest of an unlock (keybag, class keys, attempt counter), measured on a device whose
+        // Argon2id is the cheapest libsodium allows (microseconds), so that no noisy difference is needed.
+        let cheap = try BenchScratch(passcode: "1234", in: options.directory)
+        defer { cheap.remove() }
         var unlocks: [Duration] = [], derivations: [Duration] = [], rests: [Duration] = []
         for _ in 0..<options.unlocks {
             let (unlock, argon2id) = try LockWorkload.unlock(calibrated.store.device, passcode: "1234")
             unlocks.append(unlock)
             derivations.append(argon2id)
-            rests.append(unlock - argon2id)
+            let (cheapUnlock, cheapArgon2id) = try LockWorkload.unlock(cheap.store.device, passcode: "1234")
+            rests.append(cheapUnlock - cheapArgon2id)
         }
         let rest = median(rests)
         var rows = [
             BenchRow(what: "unlock", store: Self.milli(median(unlocks)), baseline: "\(Self.milli(median(derivations))) Argon2id alone",
                      ratio: median(unlocks).seconds / median(derivations).seconds, target: "rest < 5 ms",
-                     met: rest < .milliseconds(5), note: "rest \(Self.milli(rest))"),
+                     met: rest < .milliseconds(5), note: "rest \(Self.milli(rest)), timed with the cheapest Argon2id"),
         ]
         let scratch = try BenchScratch(in: options.directory)
         defer { scratch.remove() }

@@ -544,7 +544,11 @@ final class OpenFile: @unchecked Sendable {
             // contiguous run of indices is a contiguous run of bytes.
             if index != runNext || runBytes + length + ChunkRecords.overhead > run.count {
                 if runBytes > 0 { try file.write(run, range: 0..<runBytes, at: header.recordOffset(runStart)) }
-                if run.isEmpty { run = Data(uninitializedCount: Self.cacheLimit * header.recordStride) }
+                if run.isEmpty {
+                    // Sized to the records past the committed end (one for a small file), at most a cache's worth.
+                    let appended = indices.count { $0 >= oldCount }
+                    run = Data(uninitializedCount: min(Self.cacheLimit, appended) * header.recordStride)
+                }
                 runBytes = 0
                 runStart = index
             }
@@ -660,18 +664,27 @@ final class OpenFile: @unchecked Sendable {
     /// The class key is about to go: write out what is cached (durably, with the
     /// key still present), then wipe the file keys and plaintext. Class B keeps
     /// its key while open.
-    func classKeyWillBeDiscarded() {
-        lock.locked {
-            guard !closed, header.protectionClass != .completeUnlessOpen, let keys else { return }
+    ///
+    /// Returns the wiped key and chunk buffers: freeing secure memory costs several
+    /// system calls each, so the caller may release them later, off the lock's path.
+    @discardableResult
+    func classKeyWillBeDiscarded() -> [SecureBytes] {
+        lock.locked { () -> [SecureBytes] in
+            guard !closed, header.protectionClass != .completeUnlessOpen, let keys else { return [] }
             do throws(DataProtectionError) {
                 try flushLocked(durable: true, keys: keys)
             } catch {
                 device.logger.error("could not flush a protected file before its class key was discarded",
                                     metadata: ["error": "\(error.code.rawValue)"])
             }
-            releaseBuffers()
+            wipeCache()
+            scratch?.wipe()
+            let retired = spares + [scratch].compactMap { $0 } + [keys.fileKey, keys.chunkKey, keys.macKey]
+            spares.removeAll()
+            scratch = nil
             keys.wipe()
             self.keys = nil
+            return retired
         }
     }
 

@@ -255,8 +255,19 @@ public final class ProtectedStore: Sendable {
         for file in files {
             if file.hasPendingWrites { pending.append(file) } else { idle.append(file) }
         }
-        Self.concurrently(pending, width: Self.discardFlushWidth) { $0.classKeyWillBeDiscarded() }
-        for file in idle { file.classKeyWillBeDiscarded() }
+        // The wiped buffers are freed afterwards, in the background: their bytes are already zero.
+        let retired = Mutex<[SecureBytes]>([])
+        Self.concurrently(pending, width: Self.discardFlushWidth) { file in
+            let buffers = file.classKeyWillBeDiscarded()
+            retired.withLock { $0 += buffers }
+        }
+        var buffers = retired.withLock { $0 }
+        for file in idle { buffers += file.classKeyWillBeDiscarded() }
+        if !buffers.isEmpty {
+            let wiped = buffers
+            buffers.removeAll()
+            DispatchQueue.global(qos: .utility).async { withExtendedLifetime(wiped) {} }
+        }
     }
 
     /// Threads flushing files in parallel when class keys go (they mostly wait on the disk).
