@@ -290,12 +290,17 @@ public final class ProtectedStore: Sendable {
                 body(elements[index])
             }
         }
-        // A private concurrent queue gets threads beyond the core count: these block on the disk.
-        let queue = DispatchQueue(label: "DataProtection.discard", attributes: .concurrent)
-        let group = DispatchGroup()
-        for _ in 1..<min(width, elements.count) { queue.async(group: group, execute: work) }
+        // Threads of their own: they block on the disk, and the dispatch pool may be busy or capped.
+        let helpers = min(width, elements.count) - 1
+        let done = DispatchSemaphore(value: 0)
+        for _ in 0..<helpers {
+            Thread.detachNewThread {
+                work()
+                done.signal()
+            }
+        }
         work()
-        group.wait()
+        for _ in 0..<helpers { done.wait() }
     }
 
     func deviceWillRestart(flushing: Bool) {

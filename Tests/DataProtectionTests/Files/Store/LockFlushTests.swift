@@ -34,6 +34,9 @@ import Testing
         }
         func synchronize(_ descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) {
             try base.synchronize(descriptor, path: path)
+            // A slow disk (2 ms a flush): one thread alone would take over a second for the
+            // files of the test, so the flushing threads all get started, however busy the machine.
+            usleep(2000)
             _ = unsynced.withLock { $0.remove(descriptor.rawValue) }
             let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
             _ = threads.withLock { $0.insert(thread) }
