@@ -197,6 +197,14 @@ struct CrashHarnessTests {
         return (lines, killed && process.terminationReason == .uncaughtSignal, String(decoding: errorData, as: UTF8.self))
     }
 
+    /// Keeps a failing store (and the worker's transcript) for inspection; returns where.
+    static func keep(_ root: URL, _ context: String, _ lines: [String]) -> String {
+        let kept = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("dp-crash-failure-\(UUID().uuidString.prefix(8))")
+        try? FileManager.default.copyItem(at: root, to: kept)
+        try? (context + "\n" + lines.joined(separator: "\n") + "\n").write(to: kept.appendingPathComponent("transcript.txt"), atomically: true, encoding: .utf8)
+        return "store and transcript kept in \(kept.path); transcript \(lines)"
+    }
+
     @Test("SIGKILL at random instants: every file reads as an acknowledged state, the passcode works, nothing half-visible")
     func killsAtRandomInstants() throws {
         guard let worker = Self.worker else {
@@ -248,11 +256,11 @@ struct CrashHarnessTests {
             do {
                 observed = try Self.observe(store, passcode: passcode)
             } catch {
-                Issue.record("\(context): reading the store failed: \(error)")
+                Issue.record("\(context): reading the store failed: \(error); \(Self.keep(root, context, run.lines))")
                 return
             }
             guard allowed.contains(observed) else {
-                Issue.record("\(context): the store holds \(observed), not one of the \(allowed.count) acknowledged states \(allowed); last lines \(run.lines.suffix(4))")
+                Issue.record("\(context): the store holds \(observed), not one of the \(allowed.count) acknowledged states \(allowed); \(Self.keep(root, context, run.lines))")
                 return
             }
             let leftovers = debris(under: root)

@@ -193,6 +193,7 @@ final class OpenFile: @unchecked Sendable {
                 for entry in journal.entries {
                     try file.write(entry.record, at: header.recordOffset(entry.index))
                 }
+                try cutStaleRecords(length: journal.length, allocated: journal.allocatedRecords)
                 try writeHeader(length: journal.length, allocated: journal.allocatedRecords, keys: keys)
                 try file.synchronize()
                 size = header.length
@@ -583,6 +584,7 @@ final class OpenFile: @unchecked Sendable {
                 try file.write(entry.record, at: header.recordOffset(entry.index))
             }
         }
+        if newLength >= oldLength { try cutStaleRecords(length: newLength, allocated: allocated) }
         // The records before the header that commits them.
         try file.synchronize()
         try writeHeader(length: newLength, allocated: allocated, keys: keys)
@@ -601,6 +603,16 @@ final class OpenFile: @unchecked Sendable {
         if !overwrites.isEmpty { try file.fileSystem.removeFile(at: journalPath) }
         wipeCache()
         if durable { spares.removeAll() }
+    }
+
+    /// Before a header that brings the file to rest (`allocated` records, all needed by
+    /// `length`): cuts what an interrupted growth may have left past the exact size, which
+    /// at rest would make the new header fail its size check (and the reader fall back to
+    /// an older slot that no longer matches the records).
+    private func cutStaleRecords(length: UInt64, allocated: UInt64) throws(DataProtectionError) {
+        guard allocated == header.records(forLength: length) else { return }
+        let exact = header.physicalSize(forLength: length)
+        if try file.size() > exact { try file.resize(to: exact) }
     }
 
     /// Writes the next header into the other slot.
