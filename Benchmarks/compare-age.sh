@@ -9,7 +9,8 @@
 # and a release dpctl (built here if missing). Every run starts after `sync`
 # with its output removed, so no run pays for another's write-back. dpctl put
 # is durable on return (fsync of the file and its directory); age does not
-# fsync. dpctl get -o fsyncs its output; age -o does not.
+# fsync. dpctl get -o fsyncs its output (then renames it into place); age -o does
+# not: the third row has both write to /dev/null, which compares the decryption alone.
 set -euo pipefail
 
 size_mib=1024
@@ -72,6 +73,14 @@ for round in $(seq 1 "$rounds"); do
         run dpctl_get "$dpctl" get --quiet big -o "$work/out.dp"
         run age_dec age -d -i "$work/key.txt" -o "$work/out.age" "$work/input.age"
     fi
+    # Decryption alone: both to standard output, into /dev/null (no output file, no fsync).
+    if [ $((round % 2)) = 1 ]; then
+        run age_dec_null age -d -i "$work/key.txt" "$work/input.age"
+        run dpctl_get_null "$dpctl" get --quiet big
+    else
+        run dpctl_get_null "$dpctl" get --quiet big
+        run age_dec_null age -d -i "$work/key.txt" "$work/input.age"
+    fi
     cmp -s "$work/input" "$work/out.dp" || { echo "dpctl round trip differs" >&2; exit 1; }
     cmp -s "$work/input" "$work/out.age" || { echo "age round trip differs" >&2; exit 1; }
 done
@@ -81,7 +90,7 @@ col() { awk -v c="$2" '{ print $c }' "$work/$1.times" | median; }
 
 echo "dpctl vs age, ${size_mib} MiB, ${rounds} alternating rounds, medians; store passcode: $([ "$passcode" = 1 ] && echo yes || echo no)"
 printf '%-22s %10s %10s %12s %14s %14s\n' "operation" "dpctl s" "age s" "age/dpctl" "dpctl peak MiB" "age peak MiB"
-for pair in "encrypt (put):dpctl_put:age_enc" "decrypt (get):dpctl_get:age_dec"; do
+for pair in "encrypt (put):dpctl_put:age_enc" "decrypt (get -o):dpctl_get:age_dec" "decrypt to /dev/null:dpctl_get_null:age_dec_null"; do
     IFS=: read -r label ours theirs <<<"$pair"
     d="$(col "$ours" 1)"; a="$(col "$theirs" 1)"
     dm="$(col "$ours" 2)"; am="$(col "$theirs" 2)"
