@@ -86,13 +86,26 @@ let package = Package(
             path: "Benchmarks/StoreBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        // Fuzzing (`.ci/fuzz`, README "Security"): the entry points, and `dpfuzz`, which runs them
+        // under libFuzzer in a fuzz build and replays inputs in an ordinary one.
+        .target(
+            name: "DataProtectionFuzzing",
+            dependencies: ["DataProtection", "DataProtectionScenarios", "SodiumBridge",
+                           .product(name: "SystemPackage", package: "swift-system")],
+            path: "Tests/Fuzz/Entries"
+        ),
+        .executableTarget(
+            name: "dpfuzz",
+            dependencies: ["DataProtectionFuzzing"],
+            path: "Tests/Fuzz/Driver"
+        ),
         .testTarget(
             name: "SodiumBridgeTests",
             dependencies: ["SodiumBridge"]
         ),
         .testTarget(
             name: "DataProtectionTests",
-            dependencies: ["DataProtection", "SodiumBridge"]
+            dependencies: ["DataProtection", "SodiumBridge", "DataProtectionFuzzing"]
         ),
         .testTarget(
             name: "DataProtectionScenariosTests",

@@ -9,6 +9,9 @@ struct DPCtl: ParsableCommand {
     /// Library log lines go to standard error, warnings and worse only:
     /// standard output carries results (file contents, JSON).
     static func main() {
+        #if DP_LIBFUZZER
+        ArgumentFuzzing.runLibFuzzer()  // a fuzz build (`.ci/fuzz`): libFuzzer drives `ArgumentFuzzing.check`
+        #endif
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = .warning

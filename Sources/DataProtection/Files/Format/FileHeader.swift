@@ -7,25 +7,25 @@ import SodiumBridge
 /// Two slots make every header update atomic: an update writes the slot *not*
 /// holding the current header, so a torn write leaves the other one intact.
 /// Byte layout: `Keys/file-format.md`, "Header".
-struct FileHeader: Sendable, Hashable {
+package struct FileHeader: Sendable, Hashable {
     static let magic = Data("DPFH".utf8)
     static let version: UInt8 = 1
-    static let slotByteCount = 512
+    package static let slotByteCount = 512
     static let slotCount = 2
     /// Where chunk records start.
-    static let regionByteCount = slotByteCount * slotCount
+    package static let regionByteCount = slotByteCount * slotCount
     /// Bytes covered by the MAC (everything before it).
     static let authenticatedByteCount = 160
     static let fileIDByteCount = 16
 
-    var protectionClass: ProtectionClass
+    package var protectionClass: ProtectionClass
     /// log2 of the chunk size.
     var chunkShift: UInt8
-    var fileID: Data
+    package var fileID: Data
     /// Increases with every header write.
-    var generation: UInt64
+    package var generation: UInt64
     /// The plaintext length: authenticated, so truncation and extension are detected.
-    var length: UInt64
+    package var length: UInt64
     /// How many chunk records may physically exist (a write in progress allocates before it commits).
     var allocatedRecords: UInt64
     /// Creation time, nanoseconds since the Unix epoch.
@@ -72,15 +72,15 @@ struct FileHeader: Sendable, Hashable {
     }
 
     /// The 512-byte slot: fields, MAC under the file's header key, zero padding.
-    func encodedSlot(macKey: SecureBytes) -> Data {
+    package func encodedSlot(macKey: SecureBytes) -> Data {
         let fields = authenticatedBytes
         let mac = BLAKE2b.mac(key: macKey, [.data(fields)])
         return fields + mac + Data(count: Self.slotByteCount - fields.count - mac.count)
     }
 
     /// A parsed slot whose MAC is not yet checked (checking needs the file key).
-    struct UnverifiedSlot: Sendable {
-        let header: FileHeader
+    package struct UnverifiedSlot: Sendable {
+        package let header: FileHeader
         let authenticated: Data
         let mac: Data
 
@@ -90,7 +90,7 @@ struct FileHeader: Sendable, Hashable {
     }
 
     /// Parses a slot's structure; `nil` when it is not a well-formed header (torn or never written).
-    static func parse(slot: Data) -> UnverifiedSlot? {
+    package static func parse(slot: Data) -> UnverifiedSlot? {
         guard slot.count == slotByteCount else { return nil }
         var reader = ByteReader(slot, what: "file header")
         do {
@@ -117,7 +117,7 @@ struct FileHeader: Sendable, Hashable {
     // MARK: - Chunk geometry
 
     /// Chunk records needed for `length` plaintext bytes.
-    func records(forLength length: UInt64) -> UInt64 {
+    package func records(forLength length: UInt64) -> UInt64 {
         // No `length + chunkSize - 1`: a forged length near 2^64 must not trap.
         (length >> UInt64(chunkShift)) + (length & UInt64(chunkSize - 1) == 0 ? 0 : 1)
     }
@@ -128,15 +128,15 @@ struct FileHeader: Sendable, Hashable {
     }
 
     /// Bytes one full record takes.
-    var recordStride: Int { chunkSize + ChunkRecords.overhead }
+    package var recordStride: Int { chunkSize + ChunkRecords.overhead }
 
     /// Where record `index` starts.
-    func recordOffset(_ index: UInt64) -> Int64 {
+    package func recordOffset(_ index: UInt64) -> Int64 {
         Int64(Self.regionByteCount) + Int64(index) * Int64(recordStride)
     }
 
     /// Plaintext bytes in chunk `index` of a file of `length` bytes.
-    func chunkLength(_ index: UInt64, length: UInt64) -> Int {
+    package func chunkLength(_ index: UInt64, length: UInt64) -> Int {
         let start = index << UInt64(chunkShift)
         return Int(min(UInt64(chunkSize), length - start))
     }
@@ -149,7 +149,7 @@ struct FileHeader: Sendable, Hashable {
     }
 
     /// The associated data of chunk `index`: `"DPFC" || file id || index (u64 LE)`.
-    func chunkAssociatedData(_ index: UInt64) -> Data {
+    package func chunkAssociatedData(_ index: UInt64) -> Data {
         var writer = ByteWriter(capacity: 28)
         writer.append(Data("DPFC".utf8))
         writer.append(fileID)

@@ -7,10 +7,10 @@ import SodiumBridge
 /// place: after a crash, a complete journal is applied again (the flush
 /// happened), a torn one is discarded (the file was not yet touched).
 /// Layout: `Keys/file-format.md`, "Journal".
-struct FileJournal: Sendable {
+package struct FileJournal: Sendable {
     static let magic = Data("DPFJ".utf8)
     static let version: UInt8 = 1
-    static let suffix = ".j"
+    package static let suffix = ".j"
 
     struct Entry: Sendable {
         var index: UInt64
@@ -42,8 +42,17 @@ struct FileJournal: Sendable {
         return writer.data
     }
 
+    /// Whether the journal's length, allocation and entries fit the geometry of
+    /// `header` (the file it applies to): applying one that does not would compute
+    /// record offsets beyond what a file can hold.
+    func fits(_ header: FileHeader) -> Bool {
+        allocatedRecords <= header.maximumRecords
+            && header.records(forLength: length) <= allocatedRecords
+            && entries.allSatisfy { $0.index < allocatedRecords && $0.record.count <= header.recordStride }
+    }
+
     /// The journal, or `nil` when it is torn or does not belong to this file.
-    static func decode(_ data: Data, macKey: SecureBytes, fileID: Data) -> FileJournal? {
+    package static func decode(_ data: Data, macKey: SecureBytes, fileID: Data) -> FileJournal? {
         guard data.count > 32 else { return nil }
         let body = Data(data.prefix(data.count - 32))
         guard ConstantTime.equals(BLAKE2b.mac(key: macKey, [.data(body)]), Data(data.suffix(32))) else { return nil }

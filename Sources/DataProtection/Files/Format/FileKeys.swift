@@ -4,7 +4,7 @@ import SodiumBridge
 /// The keys of one open protected file, derived from its random per-file key.
 ///
 /// Wiped as a whole when the class key is discarded (or the file is closed).
-final class FileKeys: Sendable {
+package final class FileKeys: Sendable {
     enum Label {
         static let chunks = "DataProtection v1 file chunks"
         static let header = "DataProtection v1 file header"
@@ -12,13 +12,13 @@ final class FileKeys: Sendable {
     }
 
     /// Seals chunk records.
-    let chunkKey: SecureBytes
+    package let chunkKey: SecureBytes
     /// Authenticates header slots and journals.
-    let macKey: SecureBytes
+    package let macKey: SecureBytes
     /// The per-file key itself (kept to rewrap it on a class change).
     let fileKey: SecureBytes
 
-    init(fileKey: SecureBytes) {
+    package init(fileKey: SecureBytes) {
         self.fileKey = fileKey
         chunkKey = BLAKE2b.deriveKey(key: fileKey, [.label(Label.chunks)])
         macKey = BLAKE2b.deriveKey(key: fileKey, [.label(Label.header)])
@@ -27,7 +27,7 @@ final class FileKeys: Sendable {
     /// A fresh random per-file key.
     static func generate() -> FileKeys { FileKeys(fileKey: SecureBytes.random(count: 32)) }
 
-    func wipe() {
+    package func wipe() {
         fileKey.wipe()
         chunkKey.wipe()
         macKey.wipe()
@@ -40,7 +40,7 @@ final class FileKeys: Sendable {
     /// public key (the ephemeral secret is wiped at once).
     ///
     /// - Throws: `protectedDataUnavailable` when the class key is not in memory.
-    func wrap(into header: inout FileHeader, device: Device) throws(DataProtectionError) {
+    package func wrap(into header: inout FileHeader, device: Device) throws(DataProtectionError) {
         header.wrapNonce = XChaCha20Poly1305.randomNonce()
         if header.protectionClass == .completeUnlessOpen {
             let (ephemeralPublic, ephemeralSecret) = X25519.generateKeyPair()

@@ -7,7 +7,7 @@ import SystemPackage
 /// a key derived from the metadata key.
 ///
 /// `"DPDR" || 0x01 || id(16) || class (0: none given) || MAC(32)`.
-struct DirectoryMetadata: Sendable, Hashable {
+package struct DirectoryMetadata: Sendable, Hashable {
     static let fileName = "dpdir"
     static let label = "DataProtection v1 directory"
     static let byteCount = 4 + 1 + 16 + 1 + 32
@@ -26,7 +26,7 @@ struct DirectoryMetadata: Sendable, Hashable {
         return body + (try Self.mac(body, device: device))
     }
 
-    static func decode(_ data: Data, device: Device) throws(DataProtectionError) -> DirectoryMetadata {
+    package static func decode(_ data: Data, device: Device) throws(DataProtectionError) -> DirectoryMetadata {
         guard data.count == byteCount else {
             throw .integrity("A directory's metadata is \(data.count) bytes long; it must be \(byteCount).")
         }

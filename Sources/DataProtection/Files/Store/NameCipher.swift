@@ -8,13 +8,13 @@ import SodiumBridge
 ///
 /// The same name in two directories encrypts differently, and an entry moved
 /// to another directory on disk no longer decrypts.
-enum NameCipher {
+package enum NameCipher {
     enum Label {
         static let siv = "DataProtection v1 name siv"
         static let name = "DataProtection v1 name"
     }
 
-    static func encrypt(_ name: String, directoryID: Data, device: Device) throws(DataProtectionError) -> String {
+    package static func encrypt(_ name: String, directoryID: Data, device: Device) throws(DataProtectionError) -> String {
         let plaintext = Data(name.utf8)
         return try device.withMetadataKeys(derivedFor: [Label.siv, Label.name]) { keys throws(DataProtectionError) -> String in
             let sivKey = keys[0], nameKey = keys[1]
@@ -30,7 +30,7 @@ enum NameCipher {
     }
 
     /// The name, or `nil` if `encoded` is not a name of this directory under this key.
-    static func decrypt(_ encoded: String, directoryID: Data, device: Device) throws(DataProtectionError) -> String? {
+    package static func decrypt(_ encoded: String, directoryID: Data, device: Device) throws(DataProtectionError) -> String? {
         guard let data = Base64URL.decode(encoded), data.count >= 40 else { return nil }
         return try device.withMetadataKeys(derivedFor: [Label.siv, Label.name]) { keys throws(DataProtectionError) -> String? in
             let sivKey = keys[0], nameKey = keys[1]
@@ -46,15 +46,15 @@ enum NameCipher {
 }
 
 /// Unpadded base64url (RFC 4648 §5): file-system-safe names.
-enum Base64URL {
-    static func encode(_ data: Data) -> String {
+package enum Base64URL {
+    package static func encode(_ data: Data) -> String {
         data.base64EncodedString()
             .replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
     }
 
-    static func decode(_ string: String) -> Data? {
+    package static func decode(_ string: String) -> Data? {
         guard string.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else { return nil }
         var base64 = string.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.count % 4 != 0 { base64.append("=") }

@@ -190,6 +190,9 @@ final class OpenFile: @unchecked Sendable {
         if let data = try file.fileSystem.readFile(at: journalPath) {
             if let journal = FileJournal.decode(data, macKey: keys.macKey, fileID: header.fileID),
                journal.baseGeneration == header.generation {
+                guard journal.fits(header) else {
+                    throw .integrity("The file's journal describes records outside the file: it was tampered with.")
+                }
                 for entry in journal.entries {
                     try file.write(entry.record, at: header.recordOffset(entry.index))
                 }
