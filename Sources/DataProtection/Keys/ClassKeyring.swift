@@ -19,6 +19,7 @@ struct ClassKeyring: Sendable {
             forgetDerived(slot)
         }
         keys[slot] = key
+        SecretRecorder.record(key, "class key \(slot)")  // inert unless a key-hygiene test records
     }
 
     /// The key derived from `slot`'s key for `label` (derived by `derive` on first use), or `nil`

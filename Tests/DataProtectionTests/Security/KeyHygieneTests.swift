@@ -1,0 +1,136 @@
+import Foundation
+import SodiumBridge
+import Testing
+@testable import DataProtection
+
+/// Key hygiene: once a class key is discarded (class A and the class B secret after
+/// the grace period of a lock; class C at reboot), no byte sequence of that key, of
+/// any per-file key of that class (file key, chunk key, header key), or of plaintext
+/// that went through handles and whole-file calls of that class is left anywhere in
+/// the process's readable memory.
+///
+/// The library records every class key and per-file key it creates through the
+/// test-only ``SecretRecorder`` (masked, so the record is never itself a match);
+/// the test records 32-byte windows of the plaintext it writes, then wipes its own
+/// buffers, and the plaintext handed back by reads (the caller's copy, which the
+/// claim does not cover) is wiped by the test once checked. ``MemoryScanner`` then
+/// reads every readable mapping through `/proc/self/mem`. A scan before the discard
+/// is the positive control: it must find the live keys.
+@Suite("Key hygiene: memory scan", .serialized)
+struct KeyHygieneTests {
+    /// A 32-byte window of the plaintext every 4 KiB, recorded masked.
+    static func recordWindows(of plaintext: Data, label: String) -> [SecretRecorder.Secret] {
+        stride(from: 0, to: plaintext.count - 32, by: 4096).map { offset in
+            plaintext.withUnsafeBytes { raw in
+                SecretRecorder.Secret(label: "\(label) plaintext @\(offset)",
+                                      bytes: UnsafeRawBufferPointer(rebasing: raw[offset..<offset + 32]))
+            }
+        }
+    }
+
+    /// Writes and reads files of `protection` through every path (whole-file write and
+    /// read, streaming read, a handle written in pieces, read back and left open), wiping
+    /// the test's own copies; returns the plaintext windows and the open handle.
+    static func exercise(_ store: ProtectedStore, protection: ProtectionClass) async throws
+        -> (windows: [SecretRecorder.Secret], handle: ProtectedFileHandle) {
+        var windows: [SecretRecorder.Secret] = []
+        var whole = Random.bytes(count: 96 * 1024)
+        windows += recordWindows(of: whole, label: "whole-file")
+        let wholeHash = BLAKE2b.hash([.data(whole)])
+        try store.write(whole, to: "Documents/whole.bin", protection: protection)
+        Memory.wipe(&whole)
+
+        var back = try store.contents(atPath: "Documents/whole.bin")
+        #expect(BLAKE2b.hash([.data(back)]) == wholeHash)
+        Memory.wipe(&back)
+        for try await piece in store.chunks(atPath: "Documents/whole.bin", chunkSize: 8192) {
+            var piece = piece
+            Memory.wipe(&piece)
+        }
+
+        let handle = try store.openFile(atPath: "Documents/handle.bin", create: true, protection: protection)
+        var pieces = Random.bytes(count: 64 * 1024)
+        windows += recordWindows(of: pieces, label: "handle")
+        let piecesHash = BLAKE2b.hash([.data(pieces)])
+        for offset in stride(from: 0, to: pieces.count, by: 5000) {
+            var piece = pieces.subdata(in: offset..<min(offset + 5000, pieces.count))
+            try handle.write(contentsOf: piece)
+            Memory.wipe(&piece)
+        }
+        Memory.wipe(&pieces)
+        try handle.synchronize()
+        var readBack = try handle.read(atOffset: 0, upToCount: 64 * 1024)
+        #expect(BLAKE2b.hash([.data(readBack)]) == piecesHash)
+        Memory.wipe(&readBack)
+        var part = try handle.read(atOffset: 10_000, upToCount: 3000)
+        Memory.wipe(&part)
+        return (windows, handle)
+    }
+
+    static func scan(_ secrets: [SecretRecorder.Secret]) throws -> MemoryScanner.Report {
+        let report = try MemoryScanner.scan(for: secrets)
+        print("key hygiene: \(secrets.count) secrets searched in \(report.regionsScanned) mappings, "
+              + "\(report.bytesScanned) bytes scanned, \(report.bytesSkipped) skipped, \(report.findings.count) found: "
+              + Set(report.findings.map(\.label)).sorted().joined(separator: ", "))
+        return report
+    }
+
+    static let classAKeys: Set<String> = ["class key complete", "class key completeUnlessOpenSecret"]
+    static let fileKeys: Set<String> = ["file key", "file chunk key", "file header key"]
+
+    @Test("complete: after the grace period no class A/B-secret key, complete file key or complete plaintext is left in memory")
+    func completeAfterGrace() async throws {
+        #if os(Linux)
+        try await withScratchDirectory { root in
+            let clock = VirtualClock()
+            let store = try ProtectedStore(directory: root, clock: clock, configuration: .testing(grace: .seconds(10)))
+            let (secrets, handle) = try await SecretRecorder.recording { () async throws -> ([SecretRecorder.Secret], ProtectedFileHandle) in
+                try store.device.unlock()
+                try store.device.setPasscode("1234")
+                let (windows, handle) = try await Self.exercise(store, protection: .complete)
+                let keys = SecretRecorder.recorded.filter { Self.classAKeys.contains($0.label) || Self.fileKeys.contains($0.label) }
+                return (keys + windows, handle)
+            }
+            #expect(secrets.contains { $0.label == "class key complete" })
+            #expect(secrets.filter { $0.label == "file key" }.count >= 2)
+
+            // Positive control: live keys are found.
+            let before = try Self.scan(secrets)
+            #expect(before.findings.contains { $0.label == "class key complete" })
+            #expect(before.findings.contains { $0.label == "file chunk key" })
+
+            store.device.lock()
+            clock.advance(by: .seconds(11))
+            #expect(!store.device.isProtectedDataAvailable)
+            let after = try Self.scan(secrets)
+            #expect(after.bytesScanned > 1 << 20)
+            #expect(after.findings.isEmpty, "left in memory: \(after.findings)")
+            try? handle.close()
+        }
+        #endif
+    }
+
+    @Test("completeUntilFirstUserAuthentication: after reboot no class C key, C file key or C plaintext is left in memory")
+    func classCAfterReboot() async throws {
+        #if os(Linux)
+        try await withScratchDirectory { root in
+            let store = try ProtectedStore(directory: root, clock: VirtualClock(), configuration: .testing())
+            let secrets = try await SecretRecorder.recording { () async throws -> [SecretRecorder.Secret] in
+                try store.device.unlock()
+                try store.device.setPasscode("1234")
+                let (windows, _) = try await Self.exercise(store, protection: .completeUntilFirstUserAuthentication)
+                let keys = SecretRecorder.recorded.filter {
+                    $0.label == "class key completeUntilFirstUserAuthentication" || Self.fileKeys.contains($0.label)
+                }
+                return keys + windows
+            }
+            let before = try Self.scan(secrets)
+            #expect(before.findings.contains { $0.label == "class key completeUntilFirstUserAuthentication" })
+
+            try store.device.reboot()
+            let after = try Self.scan(secrets)
+            #expect(after.findings.isEmpty, "left in memory: \(after.findings)")
+        }
+        #endif
+    }
+}
