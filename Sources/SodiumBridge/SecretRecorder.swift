@@ -91,14 +91,22 @@ package enum SecretRecorder {
 
 /// Wiping of public buffers that briefly held secret bytes.
 package enum Memory {
-    /// Zeroes `data` in place (`sodium_memzero`, which the compiler cannot elide).
+    /// Zeroes the bytes of `data` where they are (`sodium_memzero`, which the compiler cannot elide).
     ///
-    /// Only the storage `data` refers to is wiped: a copy that shares it is wiped too,
-    /// one that was already copied elsewhere is not.
+    /// A buffer shared with other `Data` values is wiped in place, for all of them, rather
+    /// than copied first (which a mutation would do, leaving the original bytes behind):
+    /// call it only on buffers the library itself made. Small values (14 bytes or fewer)
+    /// may be stored inline in the value itself; they are zeroed there.
     package static func wipe(_ data: inout Data) {
         guard !data.isEmpty else { return }
-        data.withUnsafeMutableBytes { raw in
-            if let base = raw.baseAddress { sodium_memzero(base, raw.count) }
+        if data.count <= 14 {
+            data.withUnsafeMutableBytes { raw in
+                if let base = raw.baseAddress { sodium_memzero(base, raw.count) }
+            }
+            return
+        }
+        data.withUnsafeBytes { raw in
+            if let base = raw.baseAddress { sodium_memzero(UnsafeMutableRawPointer(mutating: base), raw.count) }
         }
     }
 }

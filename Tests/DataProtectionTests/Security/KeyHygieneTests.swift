@@ -38,6 +38,7 @@ struct KeyHygieneTests {
         windows += recordWindows(of: whole, label: "whole-file")
         let wholeHash = BLAKE2b.hash([.data(whole)])
         try store.write(whole, to: "Documents/whole.bin", protection: protection)
+        try store.write(whole[1000...], to: "Documents/slice.bin", protection: protection)
         Memory.wipe(&whole)
 
         var back = try store.contents(atPath: "Documents/whole.bin")
@@ -52,10 +53,21 @@ struct KeyHygieneTests {
         var pieces = Random.bytes(count: 64 * 1024)
         windows += recordWindows(of: pieces, label: "handle")
         let piecesHash = BLAKE2b.hash([.data(pieces)])
-        for offset in stride(from: 0, to: pieces.count, by: 5000) {
-            var piece = pieces.subdata(in: offset..<min(offset + 5000, pieces.count))
-            try handle.write(contentsOf: piece)
-            Memory.wipe(&piece)
+        // Pieces as slices of the test's buffer (indices not from 0), as [UInt8], and as Data.
+        for (number, offset) in stride(from: 0, to: pieces.count, by: 5000).enumerated() {
+            let range = offset..<min(offset + 5000, pieces.count)
+            switch number % 3 {
+            case 0:
+                try handle.write(contentsOf: pieces[range])
+            case 1:
+                var array = [UInt8](pieces[range])
+                try handle.write(contentsOf: array)
+                for index in array.indices { array[index] = 0 }
+            default:
+                var piece = pieces.subdata(in: range)
+                try handle.write(contentsOf: piece)
+                Memory.wipe(&piece)
+            }
         }
         Memory.wipe(&pieces)
         try handle.synchronize()
@@ -64,6 +76,24 @@ struct KeyHygieneTests {
         Memory.wipe(&readBack)
         var part = try handle.read(atOffset: 10_000, upToCount: 3000)
         Memory.wipe(&part)
+        // Overwrites inside existing chunks (read-modify-write through the journal), a truncation.
+        for offset in [100, 20_000, 40_000] {
+            var patch = Random.bytes(count: 2048)
+            windows += recordWindows(of: patch, label: "overwrite")
+            try handle.write(contentsOf: patch, atOffset: UInt64(offset))
+            Memory.wipe(&patch)
+        }
+        try handle.synchronize()
+        try handle.truncate(atOffset: 50_000)
+        try handle.synchronize()
+        var tail = try handle.read(atOffset: 30_000, upToCount: 30_000)
+        Memory.wipe(&tail)
+        // Copy and positional async reads of the whole file.
+        try store.copyItem(atPath: "Documents/whole.bin", toPath: "Documents/copy.bin")
+        let reader = try store.openFile(atPath: "Documents/copy.bin", mode: .read)
+        var block = try await reader.readData(atOffset: 4096, upToCount: 4096)
+        Memory.wipe(&block)
+        try reader.close()
         return (windows, handle)
     }
 

@@ -389,7 +389,9 @@ final class OpenFile: @unchecked Sendable {
         try lock.locked { () throws(DataProtectionError) in
             let keys = try requireKeys()
             guard !data.isEmpty else { return }
-            let data = data.startIndex == 0 ? data : Data(data)  // indices from 0
+            var rebased = data.startIndex == 0 ? Data() : Data(data)  // indices from 0: a copy of plaintext, wiped
+            defer { Memory.wipe(&rebased) }
+            let data = data.startIndex == 0 ? data : rebased
             let shift = UInt64(header.chunkShift)
             let chunkSize = UInt64(header.chunkSize)
             let end = offset + UInt64(data.count)

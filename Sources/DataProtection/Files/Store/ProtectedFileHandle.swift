@@ -1,4 +1,5 @@
 import Foundation
+import SodiumBridge
 import Synchronization
 
 /// A handle on a protected file, shaped like Foundation's `FileHandle`.
@@ -92,7 +93,9 @@ public final class ProtectedFileHandle: Sendable {
 
     /// Writes `data` at the offset (in append mode: at the end) and advances the offset past it.
     public func write<D: DataProtocol>(contentsOf data: D) throws(DataProtectionError) {
-        let bytes = data as? Data ?? Data(data)
+        var converted = data is Data ? Data() : Data(data)  // a copy of plaintext, wiped
+        defer { Memory.wipe(&converted) }
+        let bytes = data as? Data ?? converted
         try advancing { offset throws(DataProtectionError) -> ((), UInt64) in
             try requireWritable()
             let at = mode == .append ? file.currentSize : offset
@@ -105,7 +108,9 @@ public final class ProtectedFileHandle: Sendable {
     public func write<D: DataProtocol>(contentsOf data: D, atOffset offset: UInt64) throws(DataProtectionError) {
         try requireOpen()
         try requireWritable()
-        try file.write(data as? Data ?? Data(data), at: mode == .append ? file.currentSize : offset)
+        var converted = data is Data ? Data() : Data(data)  // a copy of plaintext, wiped
+        defer { Memory.wipe(&converted) }
+        try file.write(data as? Data ?? converted, at: mode == .append ? file.currentSize : offset)
     }
 
     /// Sets the file's size (extending with zeros) and moves the offset there, as Foundation does.

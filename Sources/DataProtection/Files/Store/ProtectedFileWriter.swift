@@ -67,7 +67,8 @@ final class ProtectedFileWriter {
 
     /// Appends plaintext.
     func append(_ data: Data) throws(DataProtectionError) {
-        let data = data.startIndex == 0 ? data : Data(data)  // indices from 0
+        // No re-based copy of a slice (which would be plaintext left behind): every use of
+        // `data` below goes through `withUnsafeBytes`, whose indices start at 0 for a slice too.
         let chunkSize = header.chunkSize
         var position = 0
         while position < data.count {

@@ -286,7 +286,8 @@ extension ProtectedStore {
             try writeFile(at: destination, protection: protection ?? file.protectionClass, exclusive: true) { writer throws(DataProtectionError) in
                 var offset: UInt64 = 0
                 while offset < size {
-                    let piece = try file.read(at: offset, count: 1 << 20)
+                    var piece = try file.read(at: offset, count: 1 << 20)
+                    defer { Memory.wipe(&piece) }  // plaintext passing through
                     guard !piece.isEmpty else { break }
                     try writer.append(piece)
                     offset += UInt64(piece.count)
