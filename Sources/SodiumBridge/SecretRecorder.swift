@@ -63,29 +63,33 @@ package enum SecretRecorder {
         }
     }
 
-    private static let active = Atomic<Int>(0)
-    private static let secrets = Mutex<[Secret]>([])
-    @TaskLocal private static var enabled = false
+    /// The secrets of one ``recording(isolation:_:)`` call.
+    private final class Session: Sendable {
+        let secrets = Mutex<[Secret]>([])
+    }
 
-    /// Runs `body` recording the secrets created within its task (earlier records are forgotten).
+    private static let active = Atomic<Int>(0)
+    @TaskLocal private static var session: Session?
+
+    /// Runs `body` recording the secrets created within its task (and its child tasks).
+    /// Recordings in other tasks, e.g. tests running in parallel, are kept apart.
     package static func recording<R>(
         isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> R
     ) async rethrows -> R {
-        secrets.withLock { $0 = [] }
         active.add(1, ordering: .sequentiallyConsistent)
         defer { active.subtract(1, ordering: .sequentiallyConsistent) }
-        return try await $enabled.withValue(true, operation: body)
+        return try await $session.withValue(Session(), operation: body)
     }
 
-    /// The secrets recorded so far.
-    package static var recorded: [Secret] { secrets.withLock { $0 } }
+    /// The secrets recorded so far by the enclosing ``recording(isolation:_:)`` (empty outside one).
+    package static var recorded: [Secret] { session?.secrets.withLock { $0 } ?? [] }
 
     /// Records `secret` under `label` when called within ``recording(isolation:_:)``; otherwise does nothing.
     @inline(__always)
     package static func record(_ secret: SecureBytes, _ label: @autoclosure () -> String) {
-        guard active.load(ordering: .relaxed) > 0, enabled else { return }
+        guard active.load(ordering: .relaxed) > 0, let session else { return }
         let entry = secret.withUnsafeBytes { Secret(label: label(), bytes: $0) }
-        secrets.withLock { $0.append(entry) }
+        session.secrets.withLock { $0.append(entry) }
     }
 }
 

@@ -35,6 +35,8 @@ final class ProtectedFileWriter {
     private var index: UInt64 = 0
     private let output: RecordOutput
     private var finished = false
+    /// Buffers of the store's own plaintext to zero once the pending chunks are sealed.
+    private var toWipe: [Data] = []
 
     /// Starts a file of `protectionClass` to replace (or create) `target`.
     ///
@@ -62,11 +64,14 @@ final class ProtectedFileWriter {
             try? file.fileSystem.removeFile(at: temporary)
         }
         for buffer in staging { buffer.wipe() }
+        wipeUsedBuffers(always: true)
         keys.wipe()
     }
 
-    /// Appends plaintext.
-    func append(_ data: Data) throws(DataProtectionError) {
+    /// Appends plaintext. With `wipingAfterUse`, `data` is a buffer of the store's own,
+    /// zeroed once its chunks are sealed (a batch may keep it until then).
+    func append(_ data: Data, wipingAfterUse: Bool = false) throws(DataProtectionError) {
+        if wipingAfterUse { toWipe.append(data) }
         // No re-based copy of a slice (which would be plaintext left behind): every use of
         // `data` below goes through `withUnsafeBytes`, whose indices start at 0 for a slice too.
         let chunkSize = header.chunkSize
@@ -95,6 +100,14 @@ final class ProtectedFileWriter {
             }
             if pending.count == Self.batchRecords { try sealPending(last: false) }
         }
+    }
+
+    /// Zeroes the store's own buffers once nothing refers to them any more (no chunk
+    /// pending, no tail); `always` at the end of the writer's life.
+    private func wipeUsedBuffers(always: Bool = false) {
+        guard always || (pending.isEmpty && tail == nil) else { return }
+        for index in toWipe.indices { Memory.wipe(&toWipe[index]) }
+        toWipe.removeAll()
     }
 
     /// The staging buffer of the chunk being filled, holding the `filled` bytes gathered so far.
@@ -126,6 +139,7 @@ final class ProtectedFileWriter {
         header.length += UInt64(plaintextBytes)
         index += UInt64(pending.count)
         pending.removeAll(keepingCapacity: true)
+        wipeUsedBuffers()
     }
 
     /// Seals the tail, writes the header, `fsync`s, renames over the target and `fsync`s the directory.
@@ -140,6 +154,7 @@ final class ProtectedFileWriter {
             filled = 0
         }
         try sealPending(last: true)
+        wipeUsedBuffers()
         try output.finish()
         header.allocatedRecords = index
         try file.write(header.encodedSlot(macKey: keys.macKey) + Data(count: FileHeader.slotByteCount), at: 0)

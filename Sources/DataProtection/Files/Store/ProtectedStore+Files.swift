@@ -286,10 +286,9 @@ extension ProtectedStore {
             try writeFile(at: destination, protection: protection ?? file.protectionClass, exclusive: true) { writer throws(DataProtectionError) in
                 var offset: UInt64 = 0
                 while offset < size {
-                    var piece = try file.read(at: offset, count: 1 << 20)
-                    defer { Memory.wipe(&piece) }  // plaintext passing through
+                    let piece = try file.read(at: offset, count: 1 << 20)
                     guard !piece.isEmpty else { break }
-                    try writer.append(piece)
+                    try writer.append(piece, wipingAfterUse: true)  // plaintext passing through
                     offset += UInt64(piece.count)
                 }
             }
