@@ -280,8 +280,8 @@ final class OpenFile: @unchecked Sendable {
                 let chunkStart = index << shift
                 if let cached = cache[index]?.buffer {
                     let upTo = min(end, chunkStart + UInt64(header.chunkSize))
-                    out.replaceSubrange(Int(position - offset)..<Int(upTo - offset),
-                                        with: cached.copyBytes(in: Int(position - chunkStart)..<Int(upTo - chunkStart)))
+                    // Straight into `out`: a temporary copy would be plaintext left behind.
+                    cached.copyBytes(in: Int(position - chunkStart)..<Int(upTo - chunkStart), into: &out, at: Int(position - offset))
                     position = upTo
                     continue
                 }
