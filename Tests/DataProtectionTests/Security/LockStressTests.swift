@@ -8,19 +8,20 @@ import Testing
 /// handles while another thread locks and unlocks the device thousands of times on
 /// the virtual clock.
 ///
-/// The oracle is a phase counter the toggler advances around every transition:
-/// `4k+1` once the lock's grace period has passed on the clock (the class A key is
-/// discarded), `4k+2` just before `unlock`, `4k+3` once `unlock` returned, `4k+4`
-/// just before the next `lock`. Each operation reads the counter before and after
-/// itself; one that began and ended inside a single `4k+1` phase must have failed
-/// with `protectedDataUnavailable` for a `complete` handle, one inside a `4k+3` phase
-/// must have succeeded. `completeUnlessOpen` handles must always work. Every file has
-/// one writer, which keeps a model of its contents: each successful read must match
-/// it, and after the run each file must hold exactly what the acknowledged writes made
-/// it (no acknowledged write lost, no failed write applied). A run that does not end
-/// within its bound is reported as a deadlock.
+/// The oracle is a phase counter the toggler advances around every transition (it starts
+/// at 3, unlocked): `4k+4` just before the `lock` of cycle `k`, `4k+5` once its grace
+/// period has passed on the clock (the class A key is discarded), `4k+6` just before
+/// `unlock`, `4k+7` once `unlock` returned. Each operation reads the counter before and
+/// after itself; one that began and ended inside a single locked phase (`≡ 1 mod 4`) must
+/// have failed with `protectedDataUnavailable` for a `complete` handle, one inside an
+/// unlocked phase (`≡ 3 mod 4`) must have succeeded. `completeUnlessOpen` handles must
+/// always work. Every file has one writer, which keeps a model of its contents: each
+/// successful read must match it, and after the run each file must hold exactly what the
+/// acknowledged writes made it (no acknowledged write lost, no failed write applied). A
+/// run that does not end within its bound is reported as a deadlock.
 ///
-/// `DP_STRESS_TOGGLES` sets the number of lock/unlock cycles (default 300, a few seconds; the long run: `DP_STRESS_TOGGLES=5000`).
+/// `DP_STRESS_TOGGLES` sets the number of lock/unlock cycles (default 300, a few seconds;
+/// the long run: `DP_STRESS_TOGGLES=5000`).
 @Suite("Lock/unlock stress")
 struct LockStressTests {
     final class Shared: Sendable {
@@ -161,20 +162,20 @@ struct LockStressTests {
             for cycle in 0..<toggles {
                 var mark = ContinuousClock.now
                 func lap() -> Duration { defer { mark = ContinuousClock.now }; return ContinuousClock.now - mark }
+                shared.phase.store(4 * cycle + 4, ordering: .sequentiallyConsistent)
                 store.device.lock()
                 clock.advance(by: .seconds(11))
                 spent.locking += lap()
-                shared.phase.store(4 * cycle + 1, ordering: .sequentiallyConsistent)
+                shared.phase.store(4 * cycle + 5, ordering: .sequentiallyConsistent)
                 if cycle % 100 == 0 { #expect(!store.device.isAvailable(.complete)) }
                 Self.letWorkersRun(shared)
                 spent.waiting += lap()
-                shared.phase.store(4 * cycle + 2, ordering: .sequentiallyConsistent)
+                shared.phase.store(4 * cycle + 6, ordering: .sequentiallyConsistent)
                 try store.device.unlock()
                 spent.unlocking += lap()
-                shared.phase.store(4 * cycle + 3, ordering: .sequentiallyConsistent)
+                shared.phase.store(4 * cycle + 7, ordering: .sequentiallyConsistent)
                 Self.letWorkersRun(shared)
                 spent.waiting += lap()
-                shared.phase.store(4 * cycle + 4, ordering: .sequentiallyConsistent)
             }
             print("lock stress: toggler time: lock+grace \(spent.locking), unlock \(spent.unlocking), waiting for workers \(spent.waiting)")
             shared.stop.store(true, ordering: .sequentiallyConsistent)
