@@ -141,6 +141,23 @@ struct ExhaustiveTamperTests {
         }
     }
 
+    @Test("device files swapped in from another device: integrityFailure, the count never reset",
+          arguments: [["keybag"], ["keybag", "effaceable"], ["keybag", "effaceable", "attempts"], ["uid", "keybag"]])
+    func filesFromAnotherDevice(_ names: [String]) throws {
+        try withScratchDirectory { root in
+            let other = try DeviceFixture(root: root.appendingPathComponent("other"), configuration: .testing(), passcode: "1234")
+            let fixture = try DeviceFixture(root: root.appendingPathComponent("mine"), configuration: .testing(), passcode: "1234")
+            fixture.device.lock()
+            fixture.fail(2)
+            for name in names {
+                try FileManager.default.removeItem(at: fixture.file(name))
+                try FileManager.default.copyItem(at: other.file(name), to: fixture.file(name))
+            }
+            let booted = outcome { try Device(directory: fixture.directory, clock: fixture.clock, configuration: .testing()) }
+            #expect(booted.errorCode == .integrityFailure, "\(names): \(booted)")
+        }
+    }
+
     @Test("every bit and every truncation of each device file: a clear error, never a crash, never a reset count",
           arguments: ["keybag", "effaceable", "uid", "attempts"])
     func everyBitOfDeviceFiles(_ name: String) throws {
