@@ -247,14 +247,20 @@ extension ProtectedStore {
                 throw DataProtectionError.invalidArgument("Cannot move \(from) into itself.")
             }
             let open = origin.kind == .file ? openFile(for: origin.disk) : nil
-            try fileSystem.rename(origin.disk, to: target.disk)
             if origin.kind == .file {
                 let journal = OpenFile.journalPath(for: origin.disk)
-                if try fileSystem.readFile(at: journal) != nil {
-                    try fileSystem.rename(journal, to: OpenFile.journalPath(for: target.disk))
+                if let pending = try fileSystem.readFile(at: journal) {
+                    // A crash left a journal the file needs: it must be beside the file at every
+                    // instant, so a durable copy goes first and the original last.
+                    try AtomicFileWriter(fileSystem: fileSystem).write([.data(pending)], to: OpenFile.journalPath(for: target.disk))
+                    try fileSystem.rename(origin.disk, to: target.disk)
+                    try fileSystem.removeFile(at: journal)
+                } else {
+                    try fileSystem.rename(origin.disk, to: target.disk)
                 }
                 open?.moved(to: target.disk)
             } else {
+                try fileSystem.rename(origin.disk, to: target.disk)
                 forgetDirectories()
             }
             try fileSystem.synchronizeDirectory(at: target.parentDisk)

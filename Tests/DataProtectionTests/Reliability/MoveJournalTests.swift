@@ -1,0 +1,75 @@
+import Foundation
+import SystemPackage
+import Testing
+@testable import DataProtection
+
+/// A file whose last flush was cut after its journal became durable and its in-place
+/// overwrites were written, then moved (the journal is renamed after the file), with
+/// the process dying between the two renames.
+@Suite("A move interrupted between a file and its journal")
+struct MoveJournalTests {
+    @Test("the moved file still reads as a committed state")
+    func moveBetweenRenames() throws {
+        let root = IOFaultTests.scratch()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let crashing = CrashingFileSystem(mode: .keepEverything)
+        let store = try ProtectedStore(directory: root, clock: VirtualClock(), configuration: .testing(), fileSystem: crashing)
+        try store.device.unlock()
+        try store.device.setPasscode("1234")
+        let old = patternBytes(20_000, seed: 1)
+        try store.write(old, to: "/f")
+        // Overwrite chunk 1 (the short last chunk grows: its record length changes) and chunk 0.
+        let handle = try store.openFile(atPath: "/f")
+        try handle.write(contentsOf: patternBytes(30_000, seed: 2), atOffset: 100)
+        crashing.arm(crashAt: nil)
+        try handle.synchronize()
+        let steps = crashing.log
+        // Cut just after the last in-place overwrite, before the header: find it in the log.
+        guard let directory = steps.lastIndex(where: { $0.contains("synchronizeDirectory") }) else {
+            Issue.record("no journal in \(steps)")
+            return
+        }
+        let cut = directory + 3  // the directory fsync, then the overwrites of chunks 0 and 1
+        var new = old
+        new.replaceSubrange(100..<20_000, with: patternBytes(30_000, seed: 2).prefix(19_900))
+        new.append(patternBytes(30_000, seed: 2).suffix(10_100))
+        var crashes = 0
+        for moveStep in 1...12 {
+            let root2 = IOFaultTests.scratch()
+            defer { try? FileManager.default.removeItem(at: root2) }
+            let crashing2 = CrashingFileSystem(mode: .keepEverything)
+            let store2 = try ProtectedStore(directory: root2, clock: VirtualClock(), configuration: .testing(), fileSystem: crashing2)
+            try store2.device.unlock()
+            try store2.device.setPasscode("1234")
+            try store2.write(old, to: "/f")
+            let handle2 = try store2.openFile(atPath: "/f")
+            try handle2.write(contentsOf: patternBytes(30_000, seed: 2), atOffset: 100)
+            crashing2.arm(crashAt: cut)
+            #expect(throws: DataProtectionError.self) { try handle2.synchronize() }
+            #expect(crashing2.hasCrashed)
+
+            // Restart, and move the file (not opened: its journal is not replayed), dying at step `moveStep`.
+            let crashing3 = CrashingFileSystem(mode: .keepEverything)
+            let device = try Device(directory: FilePath(root2.appendingPathComponent("device").path), clock: VirtualClock(),
+                                    configuration: .testing(), fileSystem: crashing3)
+            let store3 = try ProtectedStore(directory: root2.appendingPathComponent("files"), device: device)
+            crashing3.arm(crashAt: moveStep)
+            _ = outcome { try store3.moveItem(atPath: "/f", toPath: "/g") }
+            guard crashing3.hasCrashed else { break }
+            crashes += 1
+
+            // Restart again and read whichever name the file has.
+            let device4 = try Device(directory: root2.appendingPathComponent("device"), clock: VirtualClock(), configuration: .testing())
+            try device4.unlock(passcode: "1234")
+            let store4 = try ProtectedStore(directory: root2.appendingPathComponent("files"), device: device4)
+            let names = try store4.contentsOfDirectory(atPath: "/")
+            #expect(names == ["f"] || names == ["g"], "step \(moveStep): \(names)")
+            let read = outcome { try store4.contents(atPath: "/" + (names.first ?? "f")) }
+            #expect(read == .success(old) || read == .success(new),
+                    "move cut at step \(moveStep): the file reads as \(read.errorCode.map { "\($0)" } ?? "a mixture")")
+            withExtendedLifetime((store2, handle2, store3)) {}
+        }
+        #expect(crashes >= 2, "the move was cut at each of its steps")
+        withExtendedLifetime((store, handle)) {}
+    }
+}
