@@ -12,8 +12,8 @@ import Testing
 @Suite struct LockFlushTests {
     /// Forwards to ``PosixFileSystem`` and tracks, per open data file, whether it was
     /// written since its last `fsync` (thread-safe: the flushes run in parallel).
-    final class SyncTrackingFileSystem: FileSystem {
-        private let base = PosixFileSystem()
+    final class SyncTrackingFileSystem: ForwardingFileSystem {
+        let base = PosixFileSystem()
         private let unsynced = Mutex<Set<CInt>>([])
         private let threads = Mutex<Set<UInt>>([])
         private let dataWrites = Mutex(0)
@@ -26,12 +26,6 @@ import Testing
         var writes: Int { dataWrites.withLock { $0 } }
         func forgetThreads() { threads.withLock { $0.removeAll() } }
 
-        func readFile(at path: FilePath) throws(DataProtectionError) -> Data? { try base.readFile(at: path) }
-        func readSecretFile(at path: FilePath) throws(DataProtectionError) -> SecureBytes? { try base.readSecretFile(at: path) }
-        func createFile(at path: FilePath) throws(DataProtectionError) -> FileDescriptor { try base.createFile(at: path) }
-        func write(_ bytes: FileBytes, to descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) {
-            try base.write(bytes, to: descriptor, path: path)
-        }
         func synchronize(_ descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) {
             try base.synchronize(descriptor, path: path)
             // A slow disk (2 ms a flush): one thread alone would take over a second for the
@@ -45,17 +39,6 @@ import Testing
             _ = unsynced.withLock { $0.remove(descriptor.rawValue) }
             try base.close(descriptor, path: path)
         }
-        func rename(_ source: FilePath, to destination: FilePath) throws(DataProtectionError) { try base.rename(source, to: destination) }
-        func synchronizeDirectory(at path: FilePath) throws(DataProtectionError) { try base.synchronizeDirectory(at: path) }
-        func removeFile(at path: FilePath) throws(DataProtectionError) { try base.removeFile(at: path) }
-        func createDirectory(at path: FilePath) throws(DataProtectionError) { try base.createDirectory(at: path) }
-        func contentsOfDirectory(at path: FilePath) throws(DataProtectionError) -> [String] { try base.contentsOfDirectory(at: path) }
-        func openDataFile(at path: FilePath, create: Bool) throws(DataProtectionError) -> FileDescriptor {
-            try base.openDataFile(at: path, create: create)
-        }
-        func read(from descriptor: FileDescriptor, at offset: Int64, count: Int, path: FilePath) throws(DataProtectionError) -> Data {
-            try base.read(from: descriptor, at: offset, count: count, path: path)
-        }
         func write(_ data: Data, range: Range<Int>, to descriptor: FileDescriptor, at offset: Int64, path: FilePath) throws(DataProtectionError) {
             try base.write(data, range: range, to: descriptor, at: offset, path: path)
             _ = unsynced.withLock { $0.insert(descriptor.rawValue) }
@@ -65,11 +48,6 @@ import Testing
             try base.resize(descriptor, to: size, path: path)
             _ = unsynced.withLock { $0.insert(descriptor.rawValue) }
         }
-        func status(of descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) -> FileStatus {
-            try base.status(of: descriptor, path: path)
-        }
-        func status(at path: FilePath) throws(DataProtectionError) -> FileStatus? { try base.status(at: path) }
-        func removeTree(at path: FilePath) throws(DataProtectionError) { try base.removeTree(at: path) }
     }
 
     @Test("lock with 200 dirty complete handles: every file durable before the keys go, every write kept", arguments: [false, true])
