@@ -64,8 +64,11 @@ struct TransferTests {
         #expect(put.status == 0)
         #expect(get.status == 0)
         #expect(try sameContents(input, output), "the round trip changed the bytes")
-        for (name, run) in [("put", put), ("get", get)] {
-            #expect(run.peakBytes < Self.memoryLimit, "\(name) peaked at \(run.peakBytes >> 20) MiB")
+        // Under `.ci/sanitizers` (DP_SANITIZER) shadow memory inflates every RSS: only the bytes are checked.
+        if ProcessInfo.processInfo.environment["DP_SANITIZER"] == nil {
+            for (name, run) in [("put", put), ("get", get)] {
+                #expect(run.peakBytes < Self.memoryLimit, "\(name) peaked at \(run.peakBytes >> 20) MiB")
+            }
         }
         print("256 MiB round trip: \(elapsed); peak RSS put \(put.peakBytes >> 10) KiB, get \(get.peakBytes >> 10) KiB")
     }
