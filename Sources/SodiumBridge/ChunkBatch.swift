@@ -45,20 +45,10 @@ package enum ChunkBatch {
         records.withUnsafeMutableBytes { out in
             let base = SendablePointer(out.baseAddress!)
             key.withUnsafeBytes { k in
-                let keyPointer = SendablePointer(UnsafeMutableRawPointer(mutating: k.baseAddress!))
                 forEachShare(of: chunks.count) { index in
-                    let record = base.pointer + offsets[index]
-                    randombytes_buf(record, XChaCha20Poly1305.nonceByteCount)
                     withPlaintext(chunks[index]) { plaintext in
                         associatedData[index].withUnsafeBytes { ad in
-                            var sealedLength: UInt64 = 0
-                            _ = crypto_aead_xchacha20poly1305_ietf_encrypt(
-                                (record + XChaCha20Poly1305.nonceByteCount).assumingMemoryBound(to: UInt8.self), &sealedLength,
-                                plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(plaintext.count),
-                                ad.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(ad.count),
-                                nil,
-                                record.assumingMemoryBound(to: UInt8.self),
-                                keyPointer.pointer.assumingMemoryBound(to: UInt8.self))
+                            ChunkRecords.sealRecord(plaintext, at: base.pointer + offsets[index], key: k, associatedData: ad)
                         }
                     }
                 }
@@ -88,22 +78,13 @@ package enum ChunkBatch {
         defer { failures.deallocate() }
         let failed = SendablePointer(UnsafeMutableRawPointer(failures.baseAddress!))
         records.withUnsafeBytes { raw in
-            let source = SendablePointer(UnsafeMutableRawPointer(mutating: raw.baseAddress!))
             plaintext.withUnsafeMutableBytes { out in
                 let destination = SendablePointer(out.baseAddress!)
                 key.withUnsafeBytes { k in
-                    let keyPointer = SendablePointer(UnsafeMutableRawPointer(mutating: k.baseAddress!))
                     forEachShare(of: ranges.count) { index in
-                        let record = source.pointer + ranges[index].lowerBound
                         let ok = associatedData[index].withUnsafeBytes { ad in
-                            var length: UInt64 = 0
-                            return crypto_aead_xchacha20poly1305_ietf_decrypt(
-                                (destination.pointer + offsets[index]).assumingMemoryBound(to: UInt8.self), &length, nil,
-                                (record + XChaCha20Poly1305.nonceByteCount).assumingMemoryBound(to: UInt8.self),
-                                UInt64(ranges[index].count - XChaCha20Poly1305.nonceByteCount),
-                                ad.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(ad.count),
-                                record.assumingMemoryBound(to: UInt8.self),
-                                keyPointer.pointer.assumingMemoryBound(to: UInt8.self)) == 0
+                            ChunkRecords.openRecord(UnsafeRawBufferPointer(rebasing: raw[ranges[index]]),
+                                                    into: destination.pointer + offsets[index], key: k, associatedData: ad)
                         }
                         if !ok { failed.pointer.storeBytes(of: true, toByteOffset: index, as: Bool.self) }
                     }

@@ -76,19 +76,9 @@ package enum ChunkRecords {
         precondition(key.count == XChaCha20Poly1305.keyByteCount, "chunk key must be 32 bytes")
         precondition(offset >= 0 && offset + plaintext.count + overhead <= records.count, "record out of bounds")
         records.withUnsafeMutableBytes { out in
-            let nonce = out.baseAddress! + offset
-            randombytes_buf(nonce, XChaCha20Poly1305.nonceByteCount)
-            let cipher = nonce + XChaCha20Poly1305.nonceByteCount
             key.withUnsafeBytes { k in
                 associatedData.withUnsafeBytes { ad in
-                    var sealedLength: UInt64 = 0
-                    _ = crypto_aead_xchacha20poly1305_ietf_encrypt(
-                        cipher.assumingMemoryBound(to: UInt8.self), &sealedLength,
-                        plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(plaintext.count),
-                        ad.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(ad.count),
-                        nil,
-                        nonce.assumingMemoryBound(to: UInt8.self),
-                        k.baseAddress!.assumingMemoryBound(to: UInt8.self))
+                    sealRecord(plaintext, at: out.baseAddress! + offset, key: k, associatedData: ad)
                 }
             }
         }
@@ -100,20 +90,47 @@ package enum ChunkRecords {
         Sodium.ensureInitialized()
         guard key.count == XChaCha20Poly1305.keyByteCount else { return false }
         return records.withUnsafeBytes { raw in
-            let record = raw.baseAddress! + range.lowerBound
-            let cipher = record + XChaCha20Poly1305.nonceByteCount
-            return key.withUnsafeBytes { k in
+            key.withUnsafeBytes { k in
                 associatedData.withUnsafeBytes { ad in
-                    var length: UInt64 = 0
-                    return crypto_aead_xchacha20poly1305_ietf_decrypt(
-                        out?.assumingMemoryBound(to: UInt8.self), &length, nil,
-                        cipher.assumingMemoryBound(to: UInt8.self), UInt64(range.count - XChaCha20Poly1305.nonceByteCount),
-                        ad.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(ad.count),
-                        record.assumingMemoryBound(to: UInt8.self),
-                        k.baseAddress!.assumingMemoryBound(to: UInt8.self)) == 0
+                    openRecord(UnsafeRawBufferPointer(rebasing: raw[range]), into: out, key: k, associatedData: ad)
                 }
             }
         }
+    }
+
+    // MARK: - The record itself (also used by ChunkBatch's workers)
+
+    /// Seals `plaintext` into the record at `record` (room for `plaintext.count + overhead`
+    /// bytes): a fresh random nonce, then ciphertext and tag. `key` is 32 bytes.
+    static func sealRecord(
+        _ plaintext: UnsafeRawBufferPointer, at record: UnsafeMutableRawPointer,
+        key: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer
+    ) {
+        randombytes_buf(record, XChaCha20Poly1305.nonceByteCount)
+        var sealedLength: UInt64 = 0
+        _ = crypto_aead_xchacha20poly1305_ietf_encrypt(
+            (record + XChaCha20Poly1305.nonceByteCount).assumingMemoryBound(to: UInt8.self), &sealedLength,
+            plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(plaintext.count),
+            associatedData.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(associatedData.count),
+            nil,
+            record.assumingMemoryBound(to: UInt8.self),
+            key.baseAddress!.assumingMemoryBound(to: UInt8.self))
+    }
+
+    /// Opens `record` (at least ``overhead`` bytes) into `out`; `false`, with nothing
+    /// written, unless it authenticates. `key` is 32 bytes.
+    static func openRecord(
+        _ record: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer?,
+        key: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer
+    ) -> Bool {
+        var length: UInt64 = 0
+        return crypto_aead_xchacha20poly1305_ietf_decrypt(
+            out?.assumingMemoryBound(to: UInt8.self), &length, nil,
+            (record.baseAddress! + XChaCha20Poly1305.nonceByteCount).assumingMemoryBound(to: UInt8.self),
+            UInt64(record.count - XChaCha20Poly1305.nonceByteCount),
+            associatedData.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(associatedData.count),
+            record.baseAddress!.assumingMemoryBound(to: UInt8.self),
+            key.baseAddress!.assumingMemoryBound(to: UInt8.self)) == 0
     }
 }
 
