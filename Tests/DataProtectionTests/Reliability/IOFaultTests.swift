@@ -94,9 +94,7 @@ struct IOFaultTests {
     /// The store every case starts from, on `fileSystem`: unlocked, passcode set,
     /// `/a.txt` (3 chunks), `/dir/b.txt`, `/dir/empty/`; and a handle on `/a.txt`.
     static func prepare(_ root: URL, _ fileSystem: any FileSystem) throws -> (ProtectedStore, ProtectedFileHandle) {
-        let store = try ProtectedStore(directory: root, clock: VirtualClock(), configuration: .testing(), fileSystem: fileSystem)
-        try store.device.unlock()
-        try store.device.setPasscode(passcode)
+        let store = try ScratchStore.unlocked(at: root, on: fileSystem, passcode: passcode)
         try store.write(patternBytes(40_000, seed: 1), to: "/a.txt")
         try store.write(patternBytes(100, seed: 7), to: "/dir/b.txt", protection: .complete)
         try store.createDirectory(atPath: "/dir/empty")
@@ -196,8 +194,8 @@ struct IOFaultTests {
 
         // A crash now, then a restart on the real file system.
         try store.device.crash()
-        let device = try Device(directory: root.appendingPathComponent("device"), clock: VirtualClock(), configuration: .testing())
-        let restarted = try ProtectedStore(directory: root.appendingPathComponent("files"), device: device)
+        let restarted = try ScratchStore.restarted(at: root)
+        let device = restarted.device
         let unlocked = passcodes.contains { (try? device.unlock(passcode: $0)) != nil }
         #expect(unlocked, "\(operation.name), \(fault): the device unlocks with the old or the new passcode")
         let after = outcome { try StoreSnapshot.take(restarted, excluding: ["/probe"]) }

@@ -15,9 +15,7 @@ struct InterruptedGrowthTests {
         let root = IOFaultTests.scratch()
         defer { try? FileManager.default.removeItem(at: root) }
         let crashing = CrashingFileSystem(mode: .keepEverything)
-        let store = try ProtectedStore(directory: root, clock: VirtualClock(), configuration: .testing(), fileSystem: crashing)
-        try store.device.unlock()
-        try store.device.setPasscode("1234")
+        let store = try ScratchStore.unlocked(at: root, on: crashing, passcode: "1234")
         var content = patternBytes(21_696, seed: 1)
         try store.write(content, to: "/f")
 
@@ -29,9 +27,9 @@ struct InterruptedGrowthTests {
         #expect(crashing.hasCrashed)
 
         // Restart; a shorter growth (49,725 bytes) that also rewrites chunk 1 (through the journal).
-        let device = try Device(directory: root.appendingPathComponent("device"), clock: VirtualClock(), configuration: .testing())
+        let restarted = try ScratchStore.restarted(at: root)
+        let device = restarted.device
         try device.unlock(passcode: "1234")
-        let restarted = try ProtectedStore(directory: root.appendingPathComponent("files"), device: device)
         #expect(try restarted.contents(atPath: "/f") == content, "the interrupted growth is invisible")
         let again = try restarted.openFile(atPath: "/f")
         let first = patternBytes(4_337, seed: 3), second = patternBytes(21_110, seed: 4)

@@ -1,5 +1,4 @@
 import Foundation
-import SystemPackage
 import Testing
 @testable import DataProtection
 
@@ -13,9 +12,7 @@ struct MoveJournalTests {
         let root = IOFaultTests.scratch()
         defer { try? FileManager.default.removeItem(at: root) }
         let crashing = CrashingFileSystem(mode: .keepEverything)
-        let store = try ProtectedStore(directory: root, clock: VirtualClock(), configuration: .testing(), fileSystem: crashing)
-        try store.device.unlock()
-        try store.device.setPasscode("1234")
+        let store = try ScratchStore.unlocked(at: root, on: crashing, passcode: "1234")
         let old = patternBytes(20_000, seed: 1)
         try store.write(old, to: "/f")
         // Overwrite chunk 1 (the short last chunk grows: its record length changes) and chunk 0.
@@ -38,9 +35,7 @@ struct MoveJournalTests {
             let root2 = IOFaultTests.scratch()
             defer { try? FileManager.default.removeItem(at: root2) }
             let crashing2 = CrashingFileSystem(mode: .keepEverything)
-            let store2 = try ProtectedStore(directory: root2, clock: VirtualClock(), configuration: .testing(), fileSystem: crashing2)
-            try store2.device.unlock()
-            try store2.device.setPasscode("1234")
+            let store2 = try ScratchStore.unlocked(at: root2, on: crashing2, passcode: "1234")
             try store2.write(old, to: "/f")
             let handle2 = try store2.openFile(atPath: "/f")
             try handle2.write(contentsOf: patternBytes(30_000, seed: 2), atOffset: 100)
@@ -50,18 +45,15 @@ struct MoveJournalTests {
 
             // Restart, and move the file (not opened: its journal is not replayed), dying at step `moveStep`.
             let crashing3 = CrashingFileSystem(mode: .keepEverything)
-            let device = try Device(directory: FilePath(root2.appendingPathComponent("device").path), clock: VirtualClock(),
-                                    configuration: .testing(), fileSystem: crashing3)
-            let store3 = try ProtectedStore(directory: root2.appendingPathComponent("files"), device: device)
+            let store3 = try ScratchStore.restarted(at: root2, on: crashing3)
             crashing3.arm(crashAt: moveStep)
             _ = outcome { try store3.moveItem(atPath: "/f", toPath: "/g") }
             guard crashing3.hasCrashed else { break }
             crashes += 1
 
             // Restart again and read whichever name the file has.
-            let device4 = try Device(directory: root2.appendingPathComponent("device"), clock: VirtualClock(), configuration: .testing())
-            try device4.unlock(passcode: "1234")
-            let store4 = try ProtectedStore(directory: root2.appendingPathComponent("files"), device: device4)
+            let store4 = try ScratchStore.restarted(at: root2)
+            try store4.device.unlock(passcode: "1234")
             let names = try store4.contentsOfDirectory(atPath: "/")
             #expect(names == ["f"] || names == ["g"], "step \(moveStep): \(names)")
             let read = outcome { try store4.contents(atPath: "/" + (names.first ?? "f")) }

@@ -47,8 +47,8 @@ struct PowerCutTests {
                 cuts += 1
                 let context = "\(operation.name), \(mode), power cut at step \(step) of \(steps)"
                 // The restart: a new device and store on the real file system (the old objects are dead).
-                let device = try Device(directory: root.appendingPathComponent("device"), clock: VirtualClock(), configuration: .testing())
-                let restarted = try ProtectedStore(directory: root.appendingPathComponent("files"), device: device)
+                let restarted = try ScratchStore.restarted(at: root)
+                let device = restarted.device
                 let unlocked = [IOFaultTests.passcode, IOFaultTests.newPasscode].contains { (try? device.unlock(passcode: $0)) != nil }
                 #expect(unlocked, "\(context): the old or the new passcode unlocks")
                 let seen = outcome { try StoreSnapshot.take(restarted) }
