@@ -72,7 +72,7 @@ let package = Package(
         // instants by Tests/DataProtectionTests/Reliability/CrashHarnessTests.swift).
         .executableTarget(
             name: "CrashWorker",
-            dependencies: ["DataProtection"],
+            dependencies: ["DataProtection", "DataProtectionScenarios"],
             path: "Tests/CrashWorker"
         ),
         // `swift package benchmark`: the store next to its baselines (Benchmarks/StoreBenchmarks).
@@ -105,7 +105,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DataProtectionTests",
-            dependencies: ["DataProtection", "SodiumBridge", "DataProtectionFuzzing"]
+            dependencies: ["DataProtection", "SodiumBridge", "DataProtectionFuzzing", "DataProtectionScenarios"]
         ),
         .testTarget(
             name: "DataProtectionScenariosTests",

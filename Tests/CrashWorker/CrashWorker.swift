@@ -1,4 +1,5 @@
 import DataProtection
+import DataProtectionScenarios
 import Foundation
 
 /// The child of the crash-consistency harness (`Tests/DataProtectionTests/Reliability/CrashHarnessTests.swift`).
@@ -58,7 +59,7 @@ struct CrashWorker {
         try device.unlock(passcode: passcode)
         if !store.fileExists(atPath: "/d") { try store.createDirectory(atPath: "/d") }
         say("READY")
-        var random = Generator(state: seed)
+        var random = SplitMix64(seed: seed)
         var current = passcode
         var handle: (path: String, handle: ProtectedFileHandle, size: UInt64)?
         var counter = 0
@@ -72,7 +73,7 @@ struct CrashWorker {
                     // Small writes (under 32 chunks, a file under 1 MiB): nothing is flushed before `sync`.
                     let offset = UInt64(random.next(Int(min(open.size, 200_000)) + 20_000))
                     let length = 1 + random.next(40_000)
-                    let dataSeed = random.next64()
+                    let dataSeed = random.next()
                     say("B write \(offset) \(dataSeed) \(length)")
                     try open.handle.write(contentsOf: pattern(length, seed: dataSeed), atOffset: offset)
                     handle?.size = max(open.size, offset + UInt64(length))
@@ -99,7 +100,7 @@ struct CrashWorker {
                 let path = names[random.next(names.count)]
                 let (letter, protectionClass) = classes[random.next(classes.count)]
                 let length = random.next(4) == 0 ? random.next(200_000) : random.next(40_000)
-                let dataSeed = random.next64()
+                let dataSeed = random.next()
                 say("B put \(path) \(letter) \(dataSeed) \(length)")
                 try store.write(pattern(length, seed: dataSeed), to: path, protection: protectionClass)
             case 35..<55 where !existing.isEmpty:
@@ -133,28 +134,13 @@ struct CrashWorker {
         }
     }
 
-    /// SplitMix64, the same sequence on every platform.
-    struct Generator {
-        var state: UInt64
-        mutating func next64() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func next(_ bound: Int) -> Int { bound <= 1 ? 0 : Int(next64() % UInt64(bound)) }
-    }
-
     /// Deterministic bytes for `(seed, count)`: the parent regenerates them to know what was written.
     static func pattern(_ count: Int, seed: UInt64) -> Data {
-        var generator = Generator(state: seed)
-        var bytes = [UInt8](repeating: 0, count: count)
-        var word: UInt64 = 0
-        for index in 0..<count {
-            if index % 8 == 0 { word = generator.next64() }
-            bytes[index] = UInt8(truncatingIfNeeded: word >> ((index % 8) * 8))
-        }
-        return Data(bytes)
+        Data(SplitMix64.bytes(count: count, seed: seed))
     }
+}
+
+extension SplitMix64 {
+    /// A number in `0..<bound` (0 when `bound` is at most 1).
+    mutating func next(_ bound: Int) -> Int { bound <= 1 ? 0 : Int(next() % UInt64(bound)) }
 }

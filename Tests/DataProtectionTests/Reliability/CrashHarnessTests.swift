@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import DataProtection
+import DataProtectionScenarios
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -47,22 +48,9 @@ struct CrashHarnessTests {
         "CX": .completeWhenUserInactive, "D": ProtectionClass.none,
     ]
 
-    /// The worker's pattern bytes (the same SplitMix64 as `Tests/CrashWorker`).
+    /// The worker's pattern bytes (`Tests/CrashWorker` writes the same `SplitMix64` bytes).
     static func pattern(_ count: Int, seed: UInt64) -> Data {
-        var state = seed
-        var bytes = [UInt8](repeating: 0, count: count)
-        var word: UInt64 = 0
-        for index in 0..<count {
-            if index % 8 == 0 {
-                state &+= 0x9E37_79B9_7F4A_7C15
-                var z = state
-                z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-                z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-                word = z ^ (z >> 31)
-            }
-            bytes[index] = UInt8(truncatingIfNeeded: word >> ((index % 8) * 8))
-        }
-        return Data(bytes)
+        Data(SplitMix64.bytes(count: count, seed: seed))
     }
 
     /// Replays the worker's transcript from `start`: the states the store may be in after the kill.
