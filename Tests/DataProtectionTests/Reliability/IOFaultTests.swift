@@ -30,6 +30,10 @@ struct IOFaultTests {
         /// States between the old and the new one that a multi-step operation may
         /// stop at, as items added to the old state (`mkdir -p` makes one directory at a time).
         var intermediate: [String: String] = [:]
+        /// For an operation of several calls, the states after each call that may have
+        /// succeeded before the failing one, as items added to the old state (a handle's
+        /// earlier writes stay, acknowledged; the failing write itself changes nothing).
+        var acknowledged: [[String: String]] = []
         /// False for a passcode change: the files stay, which passcode works is checked apart.
         var changesFiles = true
         var testDescription: String { name }
@@ -49,6 +53,16 @@ struct IOFaultTests {
         }, complete: { handle in
             try handle.write(contentsOf: patternBytes(60_000, seed: 4), atOffset: 10_000)
             try handle.synchronize()
+        }),
+        // Appends past a full cache (70 chunks after the 3 committed): a deferred append (records
+        // in place, the old last partial chunk kept cached, no commit), then the commit at synchronize.
+        Operation(name: "handle: long append, synchronize", run: { _, handle in
+            try longAppend(handle)
+        }, complete: { handle in
+            try longAppend(handle)
+        }, acknowledged: (1..<longAppendPieces).map { written in
+            let content = longAppendContent(pieces: written)
+            return ["/a.txt": "file C \(content.count) \(StoreSnapshot.digest(content))"]
         }),
         Operation(name: "handle: truncate, synchronize", run: { _, handle in
             try handle.truncate(atOffset: 20_001)
@@ -90,6 +104,23 @@ struct IOFaultTests {
             try store.device.changePasscode(from: passcode, to: newPasscode)
         }, changesFiles: false),
     ]
+
+    static let longAppendPieces = 57
+
+    /// ``longAppendPieces`` writes of 20,000 bytes from the end of `/a.txt` (40,000 bytes), then `synchronize()`.
+    static func longAppend(_ handle: ProtectedFileHandle) throws {
+        for piece in 0..<longAppendPieces {
+            try handle.write(contentsOf: longAppendPiece(piece), atOffset: UInt64(40_000 + piece * 20_000))
+        }
+        try handle.synchronize()
+    }
+
+    static func longAppendPiece(_ piece: Int) -> Data { patternBytes(20_000, seed: UInt64(10 + piece)) }
+
+    /// `/a.txt` after the first `pieces` writes of ``longAppend(_:)``.
+    static func longAppendContent(pieces: Int) -> Data {
+        (0..<pieces).reduce(patternBytes(40_000, seed: 1)) { $0 + longAppendPiece($1) }
+    }
 
     /// The store every case starts from, on `fileSystem`: unlocked, passcode set,
     /// `/a.txt` (3 chunks), `/dir/b.txt`, `/dir/empty/`; and a handle on `/a.txt`.
@@ -177,7 +208,12 @@ struct IOFaultTests {
         let passcodes = [Self.passcode, Self.newPasscode]
         var halfway = old
         halfway.items.merge(operation.intermediate) { $1 }
-        let allowed: [Result<StoreSnapshot, DataProtectionError>] = [.success(old), .success(new), .success(halfway)]
+        var allowed: [Result<StoreSnapshot, DataProtectionError>] = [.success(old), .success(new), .success(halfway)]
+        for items in operation.acknowledged {
+            var state = old
+            state.items.merge(items) { $1 }
+            allowed.append(.success(state))
+        }
         let seen = outcome { try StoreSnapshot.take(store) }
         #expect(allowed.contains(seen), "\(operation.name), \(fault): after the fault the store shows \(seen)")
         if let complete = operation.complete {

@@ -14,9 +14,12 @@ import SystemPackage
 /// 3. records that replace committed ones go to a redo journal first, then in place;
 /// 4. a header with the new length (and for `durable`, `fsync` around it).
 ///
+/// A non-durable flush that only appends stops after step 2 (a deferred append):
+/// its records are read back from disk and committed by the next durable flush.
+///
 /// A crash at any instant leaves the old committed state or the new one, each
 /// chunk old or new: a complete journal is replayed when the file is next
-/// opened, a torn one discarded. Layout: `Keys/file-format.md`.
+/// opened, a torn one discarded. Layout: `Keys/file-format.md` §8.2.
 final class OpenFile: @unchecked Sendable {
     /// Plaintext chunks cached before a flush is forced.
     static let cacheLimit = 64
@@ -24,6 +27,9 @@ final class OpenFile: @unchecked Sendable {
     /// the caller's data into records (no copy into the cache), at most
     /// ``cacheLimit`` chunks per commit.
     static let directChunks = 32
+    /// At most this many committed chunks changed by writes stay cached through a
+    /// deferred append (more are committed with a journal at once).
+    static let retainedLimit = 8
 
     let device: Device
     let identity: FileIdentity
@@ -42,6 +48,14 @@ final class OpenFile: @unchecked Sendable {
     private var spares: [SecureBytes] = []
     /// A chunk buffer for reads that need part of a chunk (wiped after each use).
     private var scratch: SecureBytes?
+    /// The length the records on disk were sealed for: the committed length, or
+    /// more after a deferred append (records past the committed length, written in
+    /// place but not yet committed: read back from there, committed by the next
+    /// durable flush or any flush that needs a journal).
+    private var recordedLength: UInt64
+    /// A deferred append allocated records ahead of the length: the next commit
+    /// brings the file back to rest (exact size, `allocated` = records needed).
+    private var allocatedAhead = false
     /// Flushed without `fsync` since the last durable point.
     private var unsynced = false
     private var closed = false
@@ -55,6 +69,7 @@ final class OpenFile: @unchecked Sendable {
         self.slotMAC = slotMAC
         self.keys = keys
         self.size = header.length
+        self.recordedLength = header.length
     }
 
     deinit {
@@ -200,6 +215,7 @@ final class OpenFile: @unchecked Sendable {
                 try writeHeader(length: journal.length, allocated: journal.allocatedRecords, keys: keys)
                 try file.synchronize()
                 size = header.length
+                recordedLength = header.length
             }
             try file.fileSystem.removeFile(at: journalPath)
         }
@@ -273,7 +289,7 @@ final class OpenFile: @unchecked Sendable {
             let end = min(size, offset + UInt64(count))
             var out = Data(count: Int(end - offset))
             let shift = UInt64(header.chunkShift)
-            let committedCount = header.records(forLength: header.length)
+            let recordedCount = header.records(forLength: recordedLength)
             var position = offset
             while position < end {
                 let index = position >> shift
@@ -285,14 +301,14 @@ final class OpenFile: @unchecked Sendable {
                     position = upTo
                     continue
                 }
-                guard index < committedCount else {
-                    // Past the committed end and not cached: zeros (a gap to be filled at flush).
+                guard index < recordedCount else {
+                    // Past the recorded end and not cached: zeros (a gap to be filled at flush).
                     position = min(end, chunkStart + UInt64(header.chunkSize))
                     continue
                 }
-                // A run of uncached committed chunks: one pread, decrypted straight into `out`.
+                // A run of uncached recorded chunks: one pread, decrypted straight into `out`.
                 var last = index
-                while last + 1 < committedCount, last - index < 63, cache[last + 1] == nil, (last + 1) << shift < end {
+                while last + 1 < recordedCount, last - index < 63, cache[last + 1] == nil, (last + 1) << shift < end {
                     last += 1
                 }
                 try decryptRun(index...last, keys: keys, into: &out, offset: offset, from: position, to: end)
@@ -306,7 +322,7 @@ final class OpenFile: @unchecked Sendable {
         _ run: ClosedRange<UInt64>, keys: FileKeys, into out: inout Data, offset: UInt64, from position: UInt64, to end: UInt64
     ) throws(DataProtectionError) {
         let start = header.recordOffset(run.lowerBound)
-        let lastLength = header.chunkLength(run.upperBound, length: header.length)
+        let lastLength = recordedChunkLength(run.upperBound)
         let byteCount = Int(header.recordOffset(run.upperBound) - start) + lastLength + ChunkRecords.overhead
         let records = try file.read(at: start, count: byteCount)
         guard records.count == byteCount else { throw .integrity("The file is shorter than its authenticated length: it was truncated.") }
@@ -315,7 +331,7 @@ final class OpenFile: @unchecked Sendable {
         var whole: (indices: [UInt64], ranges: [Range<Int>], associatedData: [Data], offsets: [Int]) = ([], [], [], [])
         for index in run {
             let recordStart = Int(header.recordOffset(index) - start)
-            let length = header.chunkLength(index, length: header.length)
+            let length = recordedChunkLength(index)
             let range = recordStart..<recordStart + length + ChunkRecords.overhead
             let chunkStart = index << shift
             let ad = header.chunkAssociatedData(index)
@@ -347,11 +363,18 @@ final class OpenFile: @unchecked Sendable {
         }
     }
 
-    /// Loads committed chunk `index` into a new full-size buffer.
+    /// The plaintext length of record `index` as it is on disk: committed records were
+    /// sealed for the committed length, records a deferred append wrote past it for
+    /// ``recordedLength``.
+    private func recordedChunkLength(_ index: UInt64) -> Int {
+        header.chunkLength(index, length: index < header.records(forLength: header.length) ? header.length : recordedLength)
+    }
+
+    /// Loads recorded chunk `index` into a new full-size buffer (zeros past the recorded end).
     private func loadChunk(_ index: UInt64, keys: FileKeys) throws(DataProtectionError) -> SecureBytes {
         let buffer = emptyChunk()
-        guard index < header.records(forLength: header.length) else { return buffer }
-        let length = header.chunkLength(index, length: header.length)
+        guard index < header.records(forLength: recordedLength) else { return buffer }
+        let length = recordedChunkLength(index)
         let record = try file.read(at: header.recordOffset(index), count: length + ChunkRecords.overhead)
         do {
             try ChunkRecords.open(record, range: 0..<record.count, into: buffer, at: 0, key: keys.chunkKey,
@@ -389,6 +412,12 @@ final class OpenFile: @unchecked Sendable {
         try lock.locked { () throws(DataProtectionError) in
             let keys = try requireKeys()
             guard !data.isEmpty else { return }
+            // A full cache is flushed before this write touches anything: if that flush
+            // fails, the write fails having changed nothing (the cache may then exceed the
+            // limit by what one write caches, fewer than ``directChunks`` + 2 chunks).
+            if cache.count >= Self.cacheLimit {
+                try flushLocked(durable: false, keys: keys)
+            }
             var rebased = data.startIndex == 0 ? Data() : Data(data)  // indices from 0: a copy of plaintext, wiped
             defer { Memory.wipe(&rebased) }
             let data = data.startIndex == 0 ? data : rebased
@@ -430,9 +459,6 @@ final class OpenFile: @unchecked Sendable {
                 position = chunkStart + UInt64(to)
             }
             size = max(size, end)
-            if cache.count > Self.cacheLimit {
-                try flushLocked(durable: false, keys: keys)
-            }
         }
     }
 
@@ -476,13 +502,20 @@ final class OpenFile: @unchecked Sendable {
 
     /// Seals and commits the cache; `direct` chunks (whole, inside the new length) are
     /// sealed from `data` (which starts at file offset `offset`) instead, whatever is cached for them.
+    ///
+    /// A non-durable flush that only appends (every record it writes lies past the
+    /// committed length) is *deferred*: it writes the records in place and leaves the
+    /// header alone, allocating ahead so that a long run of appends needs an ordering
+    /// `fsync` only when the allocation doubles. The next durable flush (or any flush
+    /// that needs a journal) commits them. A crash before then keeps the previous commit.
     private func flushLocked(
         durable: Bool, keys: FileKeys, direct: (data: Data, offset: UInt64, chunks: Range<UInt64>)? = nil
     ) throws(DataProtectionError) {
         let oldLength = header.length
         let newLength = size
         let hasDirty = cache.values.contains { $0.dirty }
-        guard hasDirty || direct != nil || oldLength != newLength else {
+        let bringToRest = durable && allocatedAhead
+        guard hasDirty || direct != nil || oldLength != newLength || recordedLength != newLength || bringToRest else {
             if durable && unsynced {
                 try file.synchronize()
                 unsynced = false
@@ -494,8 +527,11 @@ final class OpenFile: @unchecked Sendable {
         let oldCount = header.records(forLength: oldLength)
         let newCount = header.records(forLength: newLength)
         var indices = Set(cache.filter { $0.value.dirty && $0.key < newCount }.map(\.key))
-        if newLength > oldLength {
-            let first = oldLength % chunkSize == 0 ? oldCount : oldCount - 1
+        if newLength > recordedLength {
+            // From the last partial record (resealed longer) to the new end; records already
+            // written by a deferred append are kept unless the cache changed them.
+            let recordedCount = header.records(forLength: recordedLength)
+            let first = recordedLength % chunkSize == 0 ? recordedCount : recordedCount - 1
             indices.formUnion(first..<newCount)
         }
         if newLength < oldLength, newLength % chunkSize != 0 {
@@ -505,10 +541,26 @@ final class OpenFile: @unchecked Sendable {
             precondition(direct.chunks.upperBound <= newLength >> UInt64(header.chunkShift), "direct chunks past the end")
             indices.formUnion(direct.chunks)
         }
+        // Committed chunks it changes (the old last partial one, when it grows) stay cached and
+        // dirty until the commit: they would need the journal, which is what deferring avoids.
+        let committedChanges = indices.filter { $0 < oldCount }
+        let deferred = !durable && newLength >= oldLength && committedChanges.count <= Self.retainedLimit
+            && !committedChanges.contains { direct?.chunks.contains($0) ?? false }
+        if deferred {
+            for index in committedChanges where cache[index]?.dirty != true {
+                cache[index] = (try cachedOrLoaded(index, keys: keys), true)
+            }
+            indices.subtract(committedChanges)
+        }
         // A shrink is in flight until its `ftruncate` is done: it allocates one record more than the
         // new length needs, so a crash before the truncation leaves a file the reader tolerates.
-        let allocated = max(header.allocatedRecords, newLength < oldLength ? newCount + 1 : newCount)
+        var allocated = max(header.allocatedRecords, newLength < oldLength ? newCount + 1 : newCount)
         if allocated > header.allocatedRecords {
+            if deferred {
+                // Ahead: appends go on, and each allocation costs an ordering `fsync`.
+                allocated = min(header.maximumRecords, max(allocated, header.allocatedRecords * 2))
+                allocatedAhead = true
+            }
             try writeHeader(length: oldLength, allocated: allocated, keys: keys)
             // Durable before the records it allows: after a power cut, records on disk
             // beyond what any header allocates would make the file unreadable. (Every
@@ -537,6 +589,13 @@ final class OpenFile: @unchecked Sendable {
         var runBytes = 0
         var runStart: UInt64 = 0
         var runNext = UInt64.max
+        func writeRun() throws(DataProtectionError) {
+            guard runBytes > 0 else { return }
+            let offset = header.recordOffset(runStart)
+            try file.write(run, range: 0..<runBytes, at: offset)
+            // The `fsync` that commits them then waits for little more than the last runs.
+            WriteBehind.start(descriptor: file.descriptor.rawValue, offset: offset, count: Int64(runBytes))
+        }
         for index in indices.sorted() {
             let length = header.chunkLength(index, length: newLength)
             if index < oldCount {
@@ -545,11 +604,11 @@ final class OpenFile: @unchecked Sendable {
                 overwrites.append(FileJournal.Entry(index: index, record: record))
                 continue
             }
-            // Past the committed end: written in place now, invisible until the header commits.
+            // Past the committed end: written in place now, invisible until a header commits them.
             // Records sit at a fixed stride and only the last one can be short, so a
             // contiguous run of indices is a contiguous run of bytes.
             if index != runNext || runBytes + length + ChunkRecords.overhead > run.count {
-                if runBytes > 0 { try file.write(run, range: 0..<runBytes, at: header.recordOffset(runStart)) }
+                try writeRun()
                 if run.isEmpty {
                     // Sized to the records past the committed end (one for a small file), at most a cache's worth.
                     let appended = indices.count { $0 >= oldCount }
@@ -562,7 +621,19 @@ final class OpenFile: @unchecked Sendable {
             runBytes += length + ChunkRecords.overhead
             runNext = index + 1
         }
-        if runBytes > 0 { try file.write(run, range: 0..<runBytes, at: header.recordOffset(runStart)) }
+        try writeRun()
+        recordedLength = newLength
+        if deferred {
+            unsynced = true
+            for (index, entry) in cache where !committedChanges.contains(index) {
+                recycle(entry.buffer)
+                cache.removeValue(forKey: index)
+            }
+            return
+        }
+        // A growth commits the file at rest (what an append allocated ahead, or a crash left
+        // past the end, is cut first); a shrink stays in flight until its `ftruncate`.
+        let committedAllocation = newLength >= oldLength ? newCount : allocated
         let journalPath = Self.journalPath(for: file.path)
         if !overwrites.isEmpty {
             // The journal, once durable, commits the new length when replayed: the records
@@ -570,7 +641,7 @@ final class OpenFile: @unchecked Sendable {
             // journal and lose them.
             if newCount > oldCount { try file.synchronize() }
             let journal = FileJournal(fileID: header.fileID, baseGeneration: header.generation, length: newLength,
-                                      allocatedRecords: allocated, entries: overwrites)
+                                      allocatedRecords: committedAllocation, entries: overwrites)
             let fileSystem = file.fileSystem
             try fileSystem.removeFile(at: journalPath)
             let descriptor = try fileSystem.createFile(at: journalPath)
@@ -589,10 +660,10 @@ final class OpenFile: @unchecked Sendable {
                 try file.write(entry.record, at: header.recordOffset(entry.index))
             }
         }
-        if newLength >= oldLength { try cutStaleRecords(length: newLength, allocated: allocated) }
+        if newLength >= oldLength { try cutStaleRecords(length: newLength, allocated: committedAllocation) }
         // The records before the header that commits them.
         try file.synchronize()
-        try writeHeader(length: newLength, allocated: allocated, keys: keys)
+        try writeHeader(length: newLength, allocated: committedAllocation, keys: keys)
         if newLength < oldLength {
             // The shrink's header before its `ftruncate`, the `ftruncate` before the header
             // that ends the shrink: in any other order a power cut could leave a size no
@@ -602,6 +673,7 @@ final class OpenFile: @unchecked Sendable {
             try file.synchronize()
             try writeHeader(length: newLength, allocated: newCount, keys: keys)
         }
+        allocatedAhead = false
         // The new state before the journal goes.
         if durable || !overwrites.isEmpty { try file.synchronize() }
         unsynced = !durable
@@ -673,9 +745,10 @@ final class OpenFile: @unchecked Sendable {
         }
     }
 
-    /// Whether a durable flush has anything to do: cached writes, a size change or data not yet `fsync`ed.
+    /// Whether a durable flush has anything to do: cached writes, a size change, uncommitted
+    /// records, or data not yet `fsync`ed.
     var hasPendingWrites: Bool {
-        lock.locked { !closed && (unsynced || size != header.length || cache.values.contains { $0.dirty }) }
+        lock.locked { !closed && (unsynced || allocatedAhead || size != header.length || cache.values.contains { $0.dirty }) }
     }
 
     /// The class key is about to go: write out what is cached (durably, with the
