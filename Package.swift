@@ -63,6 +63,7 @@ let package = Package(
             dependencies: [
                 "DataProtection",
                 "DataProtectionScenarios",
+                "SodiumBridge",
                 "StoreBenchmarking",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

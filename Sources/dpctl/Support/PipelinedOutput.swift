@@ -1,6 +1,7 @@
 import DataProtection
 import Dispatch
 import Foundation
+import SodiumBridge
 
 /// Writes pieces to a local file or standard output on a background queue, so
 /// that the next piece is read and decrypted meanwhile. At most `depth` pieces
