@@ -70,9 +70,11 @@ struct CrashWorker {
                 // A handle is open: write, sync, truncate or close it.
                 switch roll {
                 case 0..<50:
-                    // Small writes (under 32 chunks, a file under 1 MiB): nothing is flushed before `sync`.
+                    // Mostly small writes (under 32 chunks: cached until `sync`); one in ten is large
+                    // (up to 76 chunks: sealed straight from the data, a full cache flushed as a
+                    // deferred append or with a journal).
                     let offset = UInt64(random.next(Int(min(open.size, 200_000)) + 20_000))
-                    let length = 1 + random.next(40_000)
+                    let length = 1 + random.next(roll < 5 ? 1_250_000 : 40_000)
                     let dataSeed = random.next()
                     say("B write \(offset) \(dataSeed) \(length)")
                     try open.handle.write(contentsOf: pattern(length, seed: dataSeed), atOffset: offset)

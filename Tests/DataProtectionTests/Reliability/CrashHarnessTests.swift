@@ -20,7 +20,9 @@ import Glibc
 /// whole store (every file's content and class, the passcode) equals one of the
 /// states the worker could have reached since its last committed acknowledgement:
 /// for atomic operations the old or the new state, for a handle at least everything
-/// up to its last completed `synchronize()` (and a prefix of the writes since);
+/// up to its last completed `synchronize()` (and a prefix of the writes and
+/// truncations since, the last of them possibly cut at a chunk boundary if it is
+/// a write of many chunks: see ``partialWrites(of:on:path:)``);
 /// the listings show nothing else (no temporary file), and no debris stays on disk.
 ///
 /// `DP_CRASH_KILLS` (default 100) sets the number of kills; `DP_CRASH_SEED` the seed
@@ -54,6 +56,28 @@ struct CrashHarnessTests {
     }
 
     /// Replays the worker's transcript from `start`: the states the store may be in after the kill.
+    /// A write of many whole chunks is sealed and committed a cache's worth at a time: until the
+    /// handle's next `synchronize()`, a crash may keep it cut at a chunk boundary (with the writes
+    /// before it whole, none after it). The states `state` would take with such a prefix of `op`.
+    static func partialWrites(of op: String, on state: State, path: String?) throws -> [State] {
+        let words = op.split(separator: " ").map(String.init)
+        guard words[0] == "write", let path else { return [] }
+        let offset = Int(words[1])!, length = Int(words[3])!
+        let chunk = 1 << Int(ProtectedStore.defaultChunkShift)
+        let firstWhole = (offset + chunk - 1) / chunk, endWhole = (offset + length) / chunk
+        guard endWhole - firstWhole >= OpenFile.directChunks else { return [] }  // cached whole, never cut
+        let data = pattern(length, seed: UInt64(words[2])!)
+        return (firstWhole + 1...endWhole).map { boundaryChunk in
+            let boundary = boundaryChunk * chunk
+            var partial = state
+            var content = partial.files[path]!.content
+            if content.count < boundary { content.append(Data(count: boundary - content.count)) }
+            content.replaceSubrange(offset..<boundary, with: data.prefix(boundary - offset))
+            partial.files[path]!.content = content
+            return partial
+        }
+    }
+
     static func candidates(from start: State, transcript: [String]) throws -> [State] {
         var state = start
         var allowed = [start]
@@ -99,12 +123,15 @@ struct CrashHarnessTests {
             if line == "READY" { continue }
             if line.hasPrefix("B ") {
                 pending = String(line.dropFirst(2))
+                allowed += try Self.partialWrites(of: pending!, on: state, path: handlePath)
                 try apply(pending!)
                 allowed.append(state)
             } else if line == "A", let op = pending {
                 pending = nil
-                // Everything but a handle's write is committed when acknowledged: older states are gone.
-                if !op.hasPrefix("write ") && !op.hasPrefix("open ") { allowed = [state] }
+                // Everything but a handle's write or truncation is committed when acknowledged: older
+                // states are gone. (A handle's changes are durable at `synchronize()` or close; before
+                // that the store may commit them with the ones before, never apart.)
+                if !["write ", "truncate ", "open "].contains(where: op.hasPrefix) { allowed = [state] }
             }
         }
         return allowed
