@@ -44,22 +44,3 @@ package enum NameCipher {
         }
     }
 }
-
-/// Unpadded base64url (RFC 4648 §5): file-system-safe names.
-package enum Base64URL {
-    package static func encode(_ data: Data) -> String {
-        data.base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-
-    package static func decode(_ string: String) -> Data? {
-        guard string.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else { return nil }
-        var base64 = string.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64.append("=") }
-        // Only the canonical spelling: otherwise two on-disk names could decode to one entry.
-        guard let data = Data(base64Encoded: base64), encode(data) == string else { return nil }
-        return data
-    }
-}

@@ -225,8 +225,12 @@ private final class RecordOutput: @unchecked Sendable {
             if self.lock.locked({ self.failure == nil }) {
                 do throws(DataProtectionError) {
                     try file.write(buffer.data, range: 0..<count, at: offset)
-                    // The final fsync then waits for little more than the last batches.
-                    WriteBehind.start(descriptor: file.descriptor.rawValue, offset: offset, count: Int64(count))
+                    // The final fsync then waits for little more than the last batches. Not for a
+                    // file of one batch: its header, written next, shares the first page, which
+                    // would then wait for this write-back and go to the disk twice.
+                    if !synchronously {
+                        WriteBehind.start(descriptor: file.descriptor.rawValue, offset: offset, count: Int64(count))
+                    }
                 } catch {
                     self.lock.locked { if self.failure == nil { self.failure = error } }
                 }
