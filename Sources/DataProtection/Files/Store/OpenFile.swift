@@ -287,6 +287,12 @@ final class OpenFile: @unchecked Sendable {
             let keys = try requireKeys()
             guard offset < size, count > 0 else { return Data() }
             let end = min(size, offset + UInt64(count))
+            // A read this large cannot be allocated (a whole-file read of a huge sparse file):
+            // an error, not a crash of the process.
+            guard end - offset <= ProcessInfo.processInfo.physicalMemory else {
+                throw DataProtectionError(.invalidArgument,
+                    "Reading \(end - offset) bytes at once needs more memory than this machine has; read the file in pieces through a handle.")
+            }
             var out = Data(count: Int(end - offset))
             let shift = UInt64(header.chunkShift)
             let recordedCount = header.records(forLength: recordedLength)

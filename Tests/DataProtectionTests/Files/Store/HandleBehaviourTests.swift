@@ -43,6 +43,28 @@ import Testing
         }
     }
 
+    @Test("reading more than the machine's memory at once is an error, not a crash; pieces still read")
+    func hugeReadIsAnError() throws {
+        try withStore { fixture in
+            let store = fixture.store
+            try Self.makeFile(store)
+            let handle = try store.openFile(atPath: "f", mode: .update)
+            let huge = ProcessInfo.processInfo.physicalMemory * 2
+            try handle.truncate(atOffset: huge)  // sparse: zeros past the old end
+            try handle.seek(toOffset: 0)
+            let error = #expect(throws: DataProtectionError.self) { try handle.readToEnd() }
+            #expect(error?.code == .invalidArgument)
+            #expect(try handle.offset() == 0, "the failed read moves nothing")
+            #expect(try handle.read(upToCount: 12) == Self.digits + Data(count: 2))
+            try handle.seek(toOffset: huge - 3)
+            #expect(try handle.readToEnd() == Data(count: 3))
+            #expect(throws: DataProtectionError.self) { try store.contents(atPath: "f") }
+            try handle.truncate(atOffset: 10)
+            try handle.close()
+            #expect(try store.contents(atPath: "f") == Self.digits)
+        }
+    }
+
     @Test func writesAdvanceTheOffsetAndDoNotTruncate() throws {
         try withStore { fixture in
             let store = fixture.store
