@@ -529,6 +529,7 @@ final class OpenFile: @unchecked Sendable {
             if durable { spares.removeAll() }
             return
         }
+        try requireGenerationsLeft()
         let chunkSize = UInt64(header.chunkSize)
         let oldCount = header.records(forLength: oldLength)
         let newCount = header.records(forLength: newLength)
@@ -701,10 +702,27 @@ final class OpenFile: @unchecked Sendable {
     /// Writes the next header into the other slot.
     private func writeHeader(length: UInt64, allocated: UInt64, keys: FileKeys) throws(DataProtectionError) {
         var next = header
-        next.generation += 1
+        next.generation = try Self.generation(after: next.generation)
         next.length = length
         next.allocatedRecords = allocated
         try writeSlot(next, keys: keys)
+    }
+
+    /// The generation after `generation`. A writer adds one per header, so 2^64 cannot be
+    /// reached; only a forged header (or a harness that re-MACs one) gets there.
+    private static func generation(after generation: UInt64) throws(DataProtectionError) -> UInt64 {
+        guard generation < UInt64.max else {
+            throw .integrity("The file's header generation is exhausted: it was tampered with.")
+        }
+        return generation + 1
+    }
+
+    /// Refuses, before anything is written, a change that would need more headers than
+    /// the generation counter has left (at most 5: a flush's 3, a class change's 2).
+    private func requireGenerationsLeft() throws(DataProtectionError) {
+        guard header.generation <= UInt64.max - 5 else {
+            throw .integrity("The file's header generation is exhausted: it was tampered with.")
+        }
     }
 
     private func writeSlot(_ next: FileHeader, keys: FileKeys) throws(DataProtectionError) {
@@ -738,14 +756,15 @@ final class OpenFile: @unchecked Sendable {
     func changeClass(to newClass: ProtectionClass) throws(DataProtectionError) {
         try lock.locked { () throws(DataProtectionError) in
             let keys = try requireKeys()
+            try requireGenerationsLeft()
             try flushLocked(durable: true, keys: keys)
             var next = header
             next.protectionClass = newClass
             try keys.wrap(into: &next, device: device)
-            next.generation += 1
+            next.generation = try Self.generation(after: next.generation)
             try writeSlot(next, keys: keys)
             try file.synchronize()
-            next.generation += 1
+            next.generation = try Self.generation(after: next.generation)
             try writeSlot(next, keys: keys)
             try file.synchronize()
         }
