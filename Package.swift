@@ -42,7 +42,7 @@ let package = Package(
         // The scenario language: parser, runner, reports and the Swift `Timeline` API.
         .target(
             name: "DataProtectionScenarios",
-            dependencies: ["DataProtection"]
+            dependencies: ["DataProtection", "SodiumBridge"]
         ),
         // `Timeline.assertPasses()` for Swift Testing, apart so that `dpctl` does not link Testing.
         .target(

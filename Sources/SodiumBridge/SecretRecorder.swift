@@ -65,7 +65,7 @@ package enum SecretRecorder {
 
     /// The secrets of one ``recording(isolation:_:)`` call.
     private final class Session: Sendable {
-        let secrets = Mutex<[Secret]>([])
+        let secrets = Locked<[Secret]>([])
     }
 
     private static let active = Atomic<Int>(0)

@@ -1,7 +1,7 @@
 import ArgumentParser
 import DataProtection
 import Foundation
-import Synchronization
+import SodiumBridge
 
 /// `dpctl demo`: a narrated tour of the device on a temporary directory.
 struct Demo: ParsableCommand {
@@ -221,7 +221,7 @@ private struct Tour {
 
 /// Notifications collected by a synchronous observer.
 private final class EventLog: Sendable {
-    private let events = Mutex<[DeviceNotification]>([])
+    private let events = Locked<[DeviceNotification]>([])
     func append(_ event: DeviceNotification) { events.withLock { $0.append(event) } }
     func drain() -> String {
         events.withLock { events in

@@ -1,4 +1,4 @@
-import Synchronization
+import SodiumBridge
 
 /// An instant on a ``DeviceClock``: nanoseconds since the clock's origin
 /// (the Unix epoch for ``SystemClock``, zero for a fresh ``VirtualClock``).
@@ -54,7 +54,7 @@ public protocol DeviceClock: AnyObject, Sendable {
 
 /// A pending wake-up scheduled on a ``DeviceClock``.
 public final class ClockWakeToken: Sendable {
-    private let cancelled = Mutex(false)
+    private let cancelled = Locked(false)
 
     /// Creates a token (clock implementations only).
     public init() {}

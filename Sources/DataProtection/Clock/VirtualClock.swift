@@ -1,4 +1,4 @@
-import Synchronization
+import SodiumBridge
 
 /// A clock that moves only when told to, for tests and scenarios.
 ///
@@ -19,11 +19,11 @@ public final class VirtualClock: DeviceClock {
         var pending: [Pending] = []
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     /// A clock reading `start` (default: zero).
     public init(start: DeviceInstant = .zero) {
-        state = Mutex(State(now: start))
+        state = Locked(State(now: start))
     }
 
     public var now: DeviceInstant { state.withLock { $0.now } }

@@ -1,12 +1,12 @@
 import Foundation
-import Synchronization
+import SodiumBridge
 
 /// A registration of a synchronous observer; cancel it (or let it go) to stop observing.
 public final class DeviceObservation: Sendable {
-    private let onCancel: Mutex<(@Sendable () -> Void)?>
+    private let onCancel: Locked<(@Sendable () -> Void)?>
 
     init(onCancel: @escaping @Sendable () -> Void) {
-        self.onCancel = Mutex(onCancel)
+        self.onCancel = Locked(onCancel)
     }
 
     /// Stops the observation.

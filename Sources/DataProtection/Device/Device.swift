@@ -1,7 +1,6 @@
 import Foundation
 import Logging
 import SodiumBridge
-import Synchronization
 import SystemPackage
 
 /// A simulated iOS device: the keybag, the lock state and the rules of
@@ -29,8 +28,8 @@ public final class Device: Sendable {
     let hierarchy: KeyHierarchy
     /// Serialises state transitions; recursive so that observers may query the device.
     let transition = NSRecursiveLock()
-    let core: Mutex<Core>
-    let subscribers = Mutex(Subscribers())
+    let core: Locked<Core>
+    let subscribers = Locked(Subscribers())
     let logger = Logger(label: "DataProtection.Device")
 
     /// Everything that changes with the lock state.
@@ -82,7 +81,7 @@ public final class Device: Sendable {
         let booted = try Self.boot(files: files, hierarchy: hierarchy, now: clock.now, logger: logger)
         self.files = files
         self.hierarchy = hierarchy
-        self.core = Mutex(booted)
+        self.core = Locked(booted)
     }
 
     deinit {

@@ -1,6 +1,6 @@
 import DataProtection
 import Foundation
-import Synchronization
+import SodiumBridge
 
 /// One scenario being run: its device, store, clock, event log and named handles,
 /// in a temporary directory of its own.
@@ -205,7 +205,7 @@ final class ScenarioSession {
 
 /// The notifications posted since the last drain (observers run on the posting thread).
 private final class EventLog: Sendable {
-    private let events = Mutex<[DeviceNotification]>([])
+    private let events = Locked<[DeviceNotification]>([])
     func append(_ event: DeviceNotification) { events.withLock { $0.append(event) } }
     func removeAll() { events.withLock { $0.removeAll() } }
     func drain() -> [DeviceNotification] {

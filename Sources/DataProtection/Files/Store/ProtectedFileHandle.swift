@@ -1,6 +1,5 @@
 import Foundation
 import SodiumBridge
-import Synchronization
 
 /// A handle on a protected file, shaped like Foundation's `FileHandle`.
 ///
@@ -36,7 +35,7 @@ public final class ProtectedFileHandle: Sendable {
     public let mode: Mode
     let store: ProtectedStore
     let file: OpenFile
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     private struct State {
         var offset: UInt64 = 0

@@ -1,7 +1,6 @@
 import Foundation
 import Logging
 import SodiumBridge
-import Synchronization
 import SystemPackage
 
 /// An encrypted store of protected files on a ``Device``: the Data Protection
@@ -27,7 +26,7 @@ public final class ProtectedStore: Sendable {
     let root: FilePath
     /// Serialises changes to the name space (and the directory cache).
     let namespace = NSRecursiveLock()
-    let state = Mutex(StoreState())
+    let state = Locked(StoreState())
     let observer: StoreLifecycleObserver
 
     struct StoreState: Sendable {
@@ -256,7 +255,7 @@ public final class ProtectedStore: Sendable {
             if file.hasPendingWrites { pending.append(file) } else { idle.append(file) }
         }
         // The wiped buffers are freed afterwards, in the background: their bytes are already zero.
-        let retired = Mutex<[SecureBytes]>([])
+        let retired = Locked<[SecureBytes]>([])
         Self.concurrently(pending, width: Self.discardFlushWidth) { file in
             let buffers = file.classKeyWillBeDiscarded()
             retired.withLock { $0 += buffers }
@@ -279,7 +278,7 @@ public final class ProtectedStore: Sendable {
             elements.forEach(body)
             return
         }
-        let next = Mutex(0)
+        let next = Locked(0)
         let work: @Sendable () -> Void = {
             while true {
                 let index = next.withLock { index in
