@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import SodiumBridge
 import Testing
 @testable import DataProtection
 
@@ -10,7 +10,7 @@ import Testing
 struct VirtualClockTests {
     /// Records (label, the clock's reading when the wake-up ran).
     final class Log: Sendable {
-        private let entries = Mutex<[(String, DeviceInstant)]>([])
+        private let entries = Locked<[(String, DeviceInstant)]>([])
         func append(_ label: String, _ now: DeviceInstant) { entries.withLock { $0.append((label, now)) } }
         var labels: [String] { entries.withLock { $0.map(\.0) } }
         var instants: [DeviceInstant] { entries.withLock { $0.map(\.1) } }

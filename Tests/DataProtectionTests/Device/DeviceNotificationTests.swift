@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import SodiumBridge
 import Testing
 @testable import DataProtection
 
@@ -103,7 +103,7 @@ struct DeviceNotificationTests {
     @Test("observers see every notification in order; a cancelled observer sees no more")
     func observerOrderAndCancel() throws {
         try withDevice(passcode: "1234") { fixture in
-            let seen = Mutex<[DeviceNotification]>([])
+            let seen = Locked<[DeviceNotification]>([])
             let observation = fixture.device.addObserver { note in seen.withLock { $0.append(note) } }
             fixture.device.lock()
             try fixture.device.unlock(passcode: "1234")
@@ -119,7 +119,7 @@ struct DeviceNotificationTests {
     @Test("synchronous observers run in registration order")
     func registrationOrder() throws {
         try withDevice(passcode: "1234") { fixture in
-            let seen = Mutex<[Int]>([])
+            let seen = Locked<[Int]>([])
             let observations = (0..<3).map { index in
                 fixture.device.addObserver { _ in seen.withLock { $0.append(index) } }
             }

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import SodiumBridge
 import Testing
 @testable import DataProtection
 import DataProtectionScenarios
@@ -179,7 +179,7 @@ struct CrashHarnessTests {
         process.standardOutput = output
         process.standardError = errors
         process.standardInput = FileHandle.nullDevice
-        let received = Mutex(Data())
+        let received = Locked(Data())
         let done = DispatchSemaphore(value: 0)
         nonisolated(unsafe) var errorData = Data()
         try process.run()

@@ -1,6 +1,5 @@
 import Foundation
 import SodiumBridge
-import Synchronization
 import SystemPackage
 @testable import DataProtection
 
@@ -54,7 +53,7 @@ final class FaultInjectingFileSystem: FileSystem {
     }
 
     private let base = PosixFileSystem()
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Calls of each kind since creation or the last ``arm(_:)``/``resetCounts()``.
     var counts: [Call: Int] { state.withLock { $0.counts } }

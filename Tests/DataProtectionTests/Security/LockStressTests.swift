@@ -1,4 +1,5 @@
 import Foundation
+import SodiumBridge
 import Synchronization
 import SystemPackage
 import Testing
@@ -28,7 +29,7 @@ struct LockStressTests {
         let phase = Atomic<Int>(3)
         let stop = Atomic<Bool>(false)
         let completed = Atomic<Int>(0)
-        let tally = Mutex(Tally())
+        let tally = Locked(Tally())
     }
 
     struct Tally {
@@ -145,7 +146,7 @@ struct LockStressTests {
                 try store.openFile(atPath: worker.path, create: true,
                                    protection: worker.complete ? .complete : .completeUnlessOpen)
             }
-            let models = Mutex<[Int: [UInt8]]>([:])
+            let models = Locked<[Int: [UInt8]]>([:])
             let group = DispatchGroup()
             for (index, worker) in workers.enumerated() {
                 group.enter()

@@ -1,6 +1,5 @@
 import Foundation
 import SodiumBridge
-import Synchronization
 import SystemPackage
 @testable import DataProtection
 
@@ -84,10 +83,10 @@ final class CrashingFileSystem: FileSystem {
     }
 
     private let base = PosixFileSystem()
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     init(mode: Mode) {
-        state = Mutex(State(mode: mode))
+        state = Locked(State(mode: mode))
     }
 
     /// Mutating operations performed since creation or the last ``arm(crashAt:)``.

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import SodiumBridge
 import SystemPackage
 import Testing
 @testable import DataProtection
@@ -165,7 +165,7 @@ final class DeviceEventRecorder: DeviceLifecycleObserver {
         var observation: DeviceObservation?
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let device: Device
 
     /// Starts recording `device`'s notifications and lifecycle calls.

@@ -1,6 +1,5 @@
 import Foundation
 import SodiumBridge
-import Synchronization
 import SystemPackage
 import Testing
 @testable import DataProtection
@@ -14,9 +13,9 @@ import Testing
     /// written since its last `fsync` (thread-safe: the flushes run in parallel).
     final class SyncTrackingFileSystem: ForwardingFileSystem {
         let base = PosixFileSystem()
-        private let unsynced = Mutex<Set<CInt>>([])
-        private let threads = Mutex<Set<UInt>>([])
-        private let dataWrites = Mutex(0)
+        private let unsynced = Locked<Set<CInt>>([])
+        private let threads = Locked<Set<UInt>>([])
+        private let dataWrites = Locked(0)
 
         /// Open descriptors written since their last `fsync`.
         var unsyncedCount: Int { unsynced.withLock { $0.count } }
