@@ -1,6 +1,5 @@
 import Foundation
 import SodiumBridge
-import Synchronization
 import SystemPackage
 import Testing
 @testable import DataProtection
@@ -15,7 +14,7 @@ import Testing
     /// Counts `fsync`s and journal creations, and remembers the data files' paths.
     final class CountingFileSystem: ForwardingFileSystem {
         let base = PosixFileSystem()
-        private let counts = Mutex((syncs: 0, journals: 0, dataFiles: Set<String>()))
+        private let counts = Locked((syncs: 0, journals: 0, dataFiles: Set<String>()))
 
         var syncs: Int { counts.withLock { $0.syncs } }
         var journals: Int { counts.withLock { $0.journals } }
