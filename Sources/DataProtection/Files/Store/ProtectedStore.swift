@@ -27,6 +27,8 @@ public final class ProtectedStore: Sendable {
     /// Serialises changes to the name space (and the directory cache).
     let namespace = NSRecursiveLock()
     let state = Locked(StoreState())
+    /// Signalled when a file leaves ``StoreState/settling`` (its opening or closing is done).
+    let settled = NSCondition()
     let observer: StoreLifecycleObserver
 
     struct StoreState: Sendable {
@@ -34,6 +36,10 @@ public final class ProtectedStore: Sendable {
         var openFiles: [FileIdentity: OpenFileEntry] = [:]
         /// Directory metadata by on-disk path.
         var directories: [FilePath: DirectoryMetadata] = [:]
+        /// Files being opened (their journal recovered) or closed (their last flush) outside
+        /// the lock: nobody else opens them meanwhile, or a recovery could replay or discard
+        /// the journal of a flush still in progress.
+        var settling: Set<FileIdentity> = []
     }
 
     struct OpenFileEntry: Sendable {
@@ -179,23 +185,51 @@ public final class ProtectedStore: Sendable {
     /// unless the file is already open with its key, as class B files are).
     func acquire(_ disk: FilePath) throws(DataProtectionError) -> OpenFile {
         let identity = try identity(of: disk)
-        if let existing = state.withLock({ state -> OpenFile? in
-            guard var entry = state.openFiles[identity] else { return nil }
-            entry.users += 1
-            state.openFiles[identity] = entry
-            return entry.file
-        }) {
-            // Opening checks the class key even when the file is already open (a class A
-            // file cannot be opened while locked); class B keeps its file key while open.
-            do throws(DataProtectionError) {
-                try existing.checkAvailable()
-            } catch {
-                try? release(existing)
-                throw error
+        enum Step { case shared(OpenFile), open, wait }
+        while true {
+            let step = state.withLock { state -> Step in
+                if state.settling.contains(identity) { return .wait }
+                guard var entry = state.openFiles[identity] else {
+                    state.settling.insert(identity)
+                    return .open
+                }
+                entry.users += 1
+                state.openFiles[identity] = entry
+                return .shared(entry.file)
             }
-            return existing
+            switch step {
+            case .wait:
+                waitUntilSettled(identity)
+            case .shared(let existing):
+                // Opening checks the class key even when the file is already open (a class A
+                // file cannot be opened while locked); class B keeps its file key while open.
+                do throws(DataProtectionError) {
+                    try existing.checkAvailable()
+                } catch {
+                    try? release(existing)
+                    throw error
+                }
+                return existing
+            case .open:
+                defer { settle(identity) }
+                return try register(try OpenFile.open(at: disk, device: device))
+            }
         }
-        return try register(try OpenFile.open(at: disk, device: device))
+    }
+
+    /// Waits until `identity` is no longer being opened or closed by another thread.
+    private func waitUntilSettled(_ identity: FileIdentity) {
+        settled.lock()
+        defer { settled.unlock() }
+        while state.withLock({ $0.settling.contains(identity) }) { settled.wait() }
+    }
+
+    /// Ends the opening or closing of `identity` and wakes the threads waiting for it.
+    func settle(_ identity: FileIdentity) {
+        state.withLock { _ = $0.settling.remove(identity) }
+        settled.lock()
+        settled.broadcast()
+        settled.unlock()
     }
 
     /// Registers a newly opened file (or shares the one another thread registered meanwhile).
@@ -214,19 +248,23 @@ public final class ProtectedStore: Sendable {
         return shared
     }
 
-    /// Drops one use of `file`; the last one flushes and closes it.
+    /// Drops one use of `file`; the last one flushes and closes it (nobody opens the
+    /// file again until that is done).
     func release(_ file: OpenFile) throws(DataProtectionError) {
         let last = state.withLock { state -> Bool in
             guard var entry = state.openFiles[file.identity], entry.file === file else { return false }
             entry.users -= 1
             if entry.users == 0 {
                 state.openFiles.removeValue(forKey: file.identity)
+                state.settling.insert(file.identity)
                 return true
             }
             state.openFiles[file.identity] = entry
             return false
         }
-        if last { try file.close(flushing: true) }
+        guard last else { return }
+        defer { settle(file.identity) }
+        try file.close(flushing: true)
     }
 
     func openFile(for disk: FilePath) -> OpenFile? {
@@ -305,9 +343,11 @@ public final class ProtectedStore: Sendable {
     func deviceWillRestart(flushing: Bool) {
         let files = state.withLock { state in
             defer { state.openFiles.removeAll() }
+            state.settling.formUnion(state.openFiles.keys)
             return state.openFiles.values.map(\.file)
         }
         for file in files {
+            defer { settle(file.identity) }
             do throws(DataProtectionError) {
                 try file.close(flushing: flushing)
             } catch {
