@@ -30,6 +30,8 @@ final class OpenFile: @unchecked Sendable {
     /// At most this many committed chunks changed by writes stay cached through a
     /// deferred append (more are committed with a journal at once).
     static let retainedLimit = 8
+    /// The most bytes one read returns: more cannot be allocated (the machine's memory).
+    static let readLimit = ProcessInfo.processInfo.physicalMemory
 
     let device: Device
     let identity: FileIdentity
@@ -289,7 +291,7 @@ final class OpenFile: @unchecked Sendable {
             let end = min(size, offset + UInt64(count))
             // A read this large cannot be allocated (a whole-file read of a huge sparse file):
             // an error, not a crash of the process.
-            guard end - offset <= ProcessInfo.processInfo.physicalMemory else {
+            guard end - offset <= Self.readLimit else {
                 throw DataProtectionError(.invalidArgument,
                     "Reading \(end - offset) bytes at once needs more memory than this machine has; read the file in pieces through a handle.")
             }

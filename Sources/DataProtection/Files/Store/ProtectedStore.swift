@@ -225,7 +225,7 @@ public final class ProtectedStore: Sendable {
     }
 
     /// Ends the opening or closing of `identity` and wakes the threads waiting for it.
-    func settle(_ identity: FileIdentity) {
+    private func settle(_ identity: FileIdentity) {
         state.withLock { _ = $0.settling.remove(identity) }
         settled.lock()
         settled.broadcast()
