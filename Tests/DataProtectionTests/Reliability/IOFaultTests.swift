@@ -60,10 +60,7 @@ struct IOFaultTests {
             try longAppend(handle)
         }, complete: { handle in
             try longAppend(handle)
-        }, acknowledged: (1..<longAppendPieces).map { written in
-            let content = longAppendContent(pieces: written)
-            return ["/a.txt": "file C \(content.count) \(StoreSnapshot.digest(content))"]
-        }),
+        }, acknowledged: longAppendAcknowledged()),
         Operation(name: "handle: truncate, synchronize", run: { _, handle in
             try handle.truncate(atOffset: 20_001)
             try handle.synchronize()
@@ -110,23 +107,30 @@ struct IOFaultTests {
     /// ``longAppendPieces`` writes of 20,000 bytes from the end of `/a.txt` (40,000 bytes), then `synchronize()`.
     static func longAppend(_ handle: ProtectedFileHandle) throws {
         for piece in 0..<longAppendPieces {
-            try handle.write(contentsOf: longAppendPiece(piece), atOffset: UInt64(40_000 + piece * 20_000))
+            try handle.write(contentsOf: longAppendPiece(piece), atOffset: UInt64(aText.count + piece * 20_000))
         }
         try handle.synchronize()
     }
 
     static func longAppendPiece(_ piece: Int) -> Data { patternBytes(20_000, seed: UInt64(10 + piece)) }
 
-    /// `/a.txt` after the first `pieces` writes of ``longAppend(_:)``.
-    static func longAppendContent(pieces: Int) -> Data {
-        (0..<pieces).reduce(patternBytes(40_000, seed: 1)) { $0 + longAppendPiece($1) }
+    /// `/a.txt` after each of the first writes of ``longAppend(_:)`` but the last (as snapshot items).
+    static func longAppendAcknowledged() -> [[String: String]] {
+        var content = aText
+        return (0..<longAppendPieces - 1).map { piece in
+            content.append(longAppendPiece(piece))
+            return ["/a.txt": "file C \(content.count) \(StoreSnapshot.digest(content))"]
+        }
     }
+
+    /// The content `prepare(_:_:)` gives `/a.txt`.
+    static let aText = patternBytes(40_000, seed: 1)
 
     /// The store every case starts from, on `fileSystem`: unlocked, passcode set,
     /// `/a.txt` (3 chunks), `/dir/b.txt`, `/dir/empty/`; and a handle on `/a.txt`.
     static func prepare(_ root: URL, _ fileSystem: any FileSystem) throws -> (ProtectedStore, ProtectedFileHandle) {
         let store = try ScratchStore.unlocked(at: root, on: fileSystem, passcode: passcode)
-        try store.write(patternBytes(40_000, seed: 1), to: "/a.txt")
+        try store.write(aText, to: "/a.txt")
         try store.write(patternBytes(100, seed: 7), to: "/dir/b.txt", protection: .complete)
         try store.createDirectory(atPath: "/dir/empty")
         let handle = try store.openFile(atPath: "/a.txt")
