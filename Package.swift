@@ -114,7 +114,7 @@ let package = Package(
         ),
         .testTarget(
             name: "dpctlTests",
-            dependencies: ["dpctl"]
+            dependencies: ["dpctl", "DataProtection"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -52,6 +52,7 @@ enum ExitStatus {
         case .invalidPath: 22
         case .invalidArgument: 23
         case .ioFailure: 24
+        case .storeBusy: 25
         }
     }
 }

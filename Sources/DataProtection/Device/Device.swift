@@ -23,6 +23,8 @@ public final class Device: Sendable {
     public let directory: URL
 
     let files: DeviceFiles
+    /// This process's exclusive ownership of the device directory, held for the device's lifetime.
+    let ownership: OwnershipLock
     /// The file system the device files, and the files of a store on this device, go through.
     package var fileSystem: any FileSystem { files.fileSystem }
     let hierarchy: KeyHierarchy
@@ -53,7 +55,14 @@ public final class Device: Sendable {
 
     /// Opens (or creates) the device in `directory` and boots it.
     ///
-    /// - Throws: ``DataProtectionError/Code/integrityFailure`` if the device files
+    /// The device then owns the directory until it is released from memory (or the
+    /// process ends): one process at a time holds a device's live state. Opening a
+    /// device owned by another process, or by another `Device` of this process,
+    /// waits up to ``DeviceConfiguration/ownershipTimeout``.
+    ///
+    /// - Throws: ``DataProtectionError/Code/storeBusy`` if the directory stayed owned
+    ///   by someone else for the whole timeout (the message names the owner's pid);
+    ///   ``DataProtectionError/Code/integrityFailure`` if the device files
     ///   were tampered with; ``DataProtectionError/Code/ioFailure`` if they cannot be read or written.
     public convenience init(
         directory: URL,
@@ -72,7 +81,10 @@ public final class Device: Sendable {
         self.clock = clock
         self.directory = URL(fileURLWithPath: directory.string, isDirectory: true)
         let files = DeviceFiles(directory: directory, fileSystem: fileSystem)
-        try files.prepareDirectory()
+        try fileSystem.createDirectory(at: directory)
+        // Ownership first: debris is cleaned, and the device files read, only by the owner.
+        self.ownership = try OwnershipLock.acquire(in: directory, timeout: configuration.ownershipTimeout)
+        try files.removeDebris()
         let hasEffaceableKey = try files.exists(files.effaceable)
         let hasKeybag = try files.exists(files.keybag)
         let fresh = !hasEffaceableKey && !hasKeybag
@@ -306,6 +318,13 @@ public final class Device: Sendable {
             }
             return try body(derived)
         }
+    }
+
+    /// Gives up the ownership of the device directory as the process's exit would,
+    /// leaving this object usable (tests only: a "process restart" in one process
+    /// opens a second `Device` on the directory).
+    package func relinquishOwnership() {
+        ownership.release()
     }
 
     /// A fingerprint of a slot's key in memory (tests only: shows keys survive rewraps).

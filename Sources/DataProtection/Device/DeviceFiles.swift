@@ -10,6 +10,7 @@ import SystemPackage
 /// | `effaceable` | `"DPEF" || 0x01 || 32 key bytes`: the key the keybag seal depends on |
 /// | `keybag` | the sealed ``Keybag`` |
 /// | `attempts` | the ``AttemptRecord`` |
+/// | `lock` | the owner's pid, under `flock` while it owns the device (``OwnershipLock``) |
 ///
 /// Creation order makes `effaceable` the commit point: it is written last when
 /// a device is created and removed first when it is erased, so a present
@@ -27,8 +28,8 @@ struct DeviceFiles: Sendable {
     var keybag: FilePath { directory.appending("keybag") }
     var attempts: FilePath { directory.appending("attempts") }
 
-    func prepareDirectory() throws(DataProtectionError) {
-        try fileSystem.createDirectory(at: directory)
+    /// Removes what interrupted writes left in the directory (its owner only).
+    func removeDebris() throws(DataProtectionError) {
         try writer.removeDebris(in: directory)
     }
 

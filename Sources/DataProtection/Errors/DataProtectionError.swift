@@ -34,6 +34,9 @@ public struct DataProtectionError: Error, Sendable, Hashable, CustomStringConver
         case invalidPath
         /// An argument is out of range or does not make sense here.
         case invalidArgument
+        /// Another process owns the store, and the wait for it timed out
+        /// (``DeviceConfiguration/ownershipTimeout``).
+        case storeBusy
         /// The operating system refused an I/O operation (disk full, permission, I/O error).
         /// An addition to the contract's codes: none of them describes a failing disk.
         case ioFailure

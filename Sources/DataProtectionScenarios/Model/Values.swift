@@ -169,3 +169,16 @@ enum ClassValue {
         return protectionClass
     }
 }
+
+extension Duration {
+    /// A duration spelled as in the scenario language: an integer with a unit
+    /// `ms`, `s`, `m`, `h` or `d` (`500ms`, `30s`, `48h`); `nil` for anything else.
+    /// Command-line tools use the same spelling for their durations.
+    public init?(scenarioSpelling text: String) {
+        guard let duration = try? DurationValue.parse(text) else { return nil }
+        self = duration
+    }
+
+    /// The shortest exact scenario-language spelling: `10s`, `1500ms`, `48h`.
+    public var scenarioSpelling: String { DurationValue.format(self) }
+}

@@ -1,5 +1,6 @@
 import ArgumentParser
 import DataProtection
+import DataProtectionScenarios
 import Foundation
 
 /// Options shared by the store commands: where the store is and where the passcode comes from.
@@ -14,6 +15,11 @@ struct StoreOptions: ParsableArguments {
         valueName: "file"))
     var passcodeFile: String?
 
+    @Option(name: .customLong("wait"), help: ArgumentHelp(
+        "How long to wait while another process owns the store, e.g. 500ms, 30s, 2m; 0s fails at once (storeBusy, exit 25).",
+        valueName: "duration"))
+    var wait = WaitDuration(duration: .seconds(30))
+
     /// The store directory: `--store`, else `DPCTL_STORE`, else the per-user default under the XDG data directory.
     var directory: URL {
         let environment = ProcessInfo.processInfo.environment
@@ -25,6 +31,22 @@ struct StoreOptions: ParsableArguments {
         return FileManager.default.homeDirectoryForCurrentUser
             .appendingPathComponent(".local/share/dpctl")
     }
+}
+
+/// A `--wait` value: a duration in the scenario language's spelling (`500ms`, `30s`, `2m`).
+struct WaitDuration: ExpressibleByArgument {
+    let duration: Duration
+
+    init(duration: Duration) {
+        self.duration = duration
+    }
+
+    init?(argument: String) {
+        guard let duration = Duration(scenarioSpelling: argument) else { return nil }
+        self.duration = duration
+    }
+
+    var defaultValueDescription: String { duration.scenarioSpelling }
 }
 
 /// `--json` for the commands that print results.

@@ -1,4 +1,5 @@
 import DataProtection
+import DataProtectionScenarios
 import Foundation
 
 /// One command's use of the store: opens it (booting the device), unlocks only when needed.
@@ -19,7 +20,7 @@ struct Session {
             throw DataProtectionError(.fileNotFound, "No store at \(directory.path).",
                                       hint: "Run `dpctl init` to create one, or pass --store <dir> (or set DPCTL_STORE).")
         }
-        self.store = try ProtectedStore(directory: directory, clock: SystemClock.shared, configuration: DeviceConfiguration())
+        self.store = try Self.open(directory, options: options)
     }
 
     /// Creates a new store at `directory` (`fileExists` if one is there).
@@ -35,7 +36,24 @@ struct Session {
         } catch {
             throw DataProtectionError(.ioFailure, "Cannot create \(directory.path): \(error.localizedDescription)")
         }
-        self.store = try ProtectedStore(directory: directory, clock: SystemClock.shared, configuration: DeviceConfiguration())
+        self.store = try Self.open(directory, options: options)
+    }
+
+    /// Opens the store, owning it for the command's run; while another process owns
+    /// it, waits up to `--wait` (saying so on standard error when that is a terminal).
+    private static func open(_ directory: URL, options: StoreOptions) throws(DataProtectionError) -> ProtectedStore {
+        var configuration = DeviceConfiguration()
+        configuration.ownershipTimeout = .zero
+        do {
+            return try ProtectedStore(directory: directory, clock: SystemClock.shared, configuration: configuration)
+        } catch where error.code == .storeBusy && options.wait.duration > .zero {
+            if isatty(STDERR_FILENO) == 1 {
+                FileHandle.standardError.write(
+                    "dpctl: \(error.message.replacingOccurrences(of: " (waited 0 s for it)", with: "")); waiting up to \(options.wait.duration.scenarioSpelling)…\n")
+            }
+        }
+        configuration.ownershipTimeout = options.wait.duration
+        return try ProtectedStore(directory: directory, clock: SystemClock.shared, configuration: configuration)
     }
 
     /// Unlocks the device: a bare unlock without a passcode, else with the passcode

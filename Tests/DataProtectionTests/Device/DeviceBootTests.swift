@@ -6,18 +6,18 @@ import Testing
 /// damaged device files (semantics.md, "Errors": tampered data is never used).
 @Suite("Device boot")
 struct DeviceBootTests {
-    @Test("a new device directory gets its four device files, and nothing else")
+    @Test("a new device directory gets its four device files and its ownership lock, and nothing else")
     func deviceFiles() throws {
         try withDevice(passcode: "1234") { fixture in
             let names = try FileManager.default.contentsOfDirectory(atPath: fixture.directory.path).sorted()
-            #expect(names == ["attempts", "effaceable", "keybag", "uid"])
+            #expect(names == ["attempts", "effaceable", "keybag", "lock", "uid"])
         }
     }
 
     @Test("device files are readable by the owner only")
     func permissions() throws {
         try withDevice(passcode: "1234") { fixture in
-            for name in ["attempts", "effaceable", "keybag", "uid"] {
+            for name in ["attempts", "effaceable", "keybag", "lock", "uid"] {
                 let attributes = try FileManager.default.attributesOfItem(atPath: fixture.file(name).path)
                 #expect((attributes[.posixPermissions] as? Int) == 0o600, "\(name)")
             }

@@ -172,7 +172,7 @@ struct DeviceCrashInjectionTests {
                 try device.unlock()
                 #expect(device.isProtectedDataAvailable)
                 let names = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("device").path)
-                #expect(names.sorted() == ["attempts", "effaceable", "keybag", "uid"], "step \(step)")
+                #expect(names.sorted() == ["attempts", "effaceable", "keybag", "lock", "uid"], "step \(step)")
             }
         }
     }

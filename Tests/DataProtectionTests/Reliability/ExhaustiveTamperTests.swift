@@ -153,6 +153,7 @@ struct ExhaustiveTamperTests {
                 try FileManager.default.removeItem(at: fixture.file(name))
                 try FileManager.default.copyItem(at: other.file(name), to: fixture.file(name))
             }
+            fixture.device.relinquishOwnership()
             let booted = outcome { try Device(directory: fixture.directory, clock: fixture.clock, configuration: .testing()) }
             #expect(booted.errorCode == .integrityFailure, "\(names): \(booted)")
         }
@@ -165,6 +166,7 @@ struct ExhaustiveTamperTests {
             let fixture = try DeviceFixture(root: root, configuration: .testing(), passcode: "1234")
             fixture.device.lock()
             fixture.fail(2)
+            fixture.device.relinquishOwnership()
             let url = fixture.file(name)
             let original = try Data(contentsOf: url)
             var tally = Tally()

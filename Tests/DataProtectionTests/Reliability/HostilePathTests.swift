@@ -129,6 +129,7 @@ struct HostilePathTests {
         expectStoreError(.invalidPath) { try second.write(Data("evil".utf8), to: "/sub/g") }
         // The root's: the store refuses to open.
         try fixture.store.device.reboot()
+        fixture.store.device.relinquishOwnership()
         try fixture.plantLink(replacing: fixture.files.appendingPathComponent(DirectoryMetadata.fileName), name: "dpdir")
         let device = try Device(directory: fixture.deviceDirectory, clock: VirtualClock(), configuration: .testing())
         expectStoreError(.invalidPath) { _ = try ProtectedStore(directory: fixture.files, device: device) }
@@ -149,10 +150,12 @@ struct HostilePathTests {
         #expect(try Data(contentsOf: target) == Data("outside data".utf8))
     }
 
-    @Test("device files planted as links: the device refuses to boot with invalidPath", arguments: ["keybag", "effaceable", "uid", "attempts"])
+    @Test("device files planted as links: the device refuses to boot with invalidPath",
+          arguments: ["keybag", "effaceable", "uid", "attempts", "lock"])
     func deviceFileLinks(_ name: String) throws {
         let fixture = try Fixture()
         try fixture.store.device.reboot()
+        fixture.store.device.relinquishOwnership()
         try fixture.plantLink(replacing: fixture.deviceDirectory.appendingPathComponent(name), name: name)
         let before = fixture.outsideContents()
         let error = outcome { _ = try Device(directory: fixture.deviceDirectory, clock: VirtualClock(), configuration: .testing()) }

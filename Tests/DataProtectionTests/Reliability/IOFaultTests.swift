@@ -234,7 +234,7 @@ struct IOFaultTests {
 
         // A crash now, then a restart on the real file system.
         try store.device.crash()
-        let restarted = try ScratchStore.restarted(at: root)
+        let restarted = try ScratchStore.restarted(at: root, replacing: store)
         let device = restarted.device
         let unlocked = passcodes.contains { (try? device.unlock(passcode: $0)) != nil }
         #expect(unlocked, "\(operation.name), \(fault): the device unlocks with the old or the new passcode")
@@ -275,6 +275,7 @@ extension IOFaultTests {
                     injected += fileSystem.injected
                     #expect(fileSystem.injected == 1, "\(fault) reached")
                     try store.device.crash()
+                    store.device.relinquishOwnership()
                     let device = try Device(directory: root.appendingPathComponent("device"), clock: VirtualClock(), configuration: .testing())
                     let failures = device.failedPasscodeAttempts
                     switch result {

@@ -27,7 +27,7 @@ struct InterruptedGrowthTests {
         #expect(crashing.hasCrashed)
 
         // Restart; a shorter growth (49,725 bytes) that also rewrites chunk 1 (through the journal).
-        let restarted = try ScratchStore.restarted(at: root)
+        let restarted = try ScratchStore.restarted(at: root, replacing: store)
         let device = restarted.device
         try device.unlock(passcode: "1234")
         #expect(try restarted.contents(atPath: "/f") == content, "the interrupted growth is invisible")

@@ -45,14 +45,14 @@ struct MoveJournalTests {
 
             // Restart, and move the file (not opened: its journal is not replayed), dying at step `moveStep`.
             let crashing3 = CrashingFileSystem(mode: .keepEverything)
-            let store3 = try ScratchStore.restarted(at: root2, on: crashing3)
+            let store3 = try ScratchStore.restarted(at: root2, replacing: store2, on: crashing3)
             crashing3.arm(crashAt: moveStep)
             _ = outcome { try store3.moveItem(atPath: "/f", toPath: "/g") }
             guard crashing3.hasCrashed else { break }
             crashes += 1
 
             // Restart again and read whichever name the file has.
-            let store4 = try ScratchStore.restarted(at: root2)
+            let store4 = try ScratchStore.restarted(at: root2, replacing: store3)
             try store4.device.unlock(passcode: "1234")
             let names = try store4.contentsOfDirectory(atPath: "/")
             #expect(names == ["f"] || names == ["g"], "step \(moveStep): \(names)")

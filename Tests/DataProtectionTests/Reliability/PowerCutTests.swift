@@ -47,7 +47,7 @@ struct PowerCutTests {
                 cuts += 1
                 let context = "\(operation.name), \(mode), power cut at step \(step) of \(steps)"
                 // The restart: a new device and store on the real file system (the old objects are dead).
-                let restarted = try ScratchStore.restarted(at: root)
+                let restarted = try ScratchStore.restarted(at: root, replacing: store)
                 let device = restarted.device
                 let unlocked = [IOFaultTests.passcode, IOFaultTests.newPasscode].contains { (try? device.unlock(passcode: $0)) != nil }
                 #expect(unlocked, "\(context): the old or the new passcode unlocks")

@@ -15,8 +15,10 @@ enum ScratchStore {
     }
 
     /// The store at `root` after a restart: a new device (booted, locked) and store on
-    /// `fileSystem` (the real one unless given).
-    static func restarted(at root: URL, on fileSystem: any FileSystem = PosixFileSystem()) throws -> ProtectedStore {
+    /// `fileSystem` (the real one unless given). `old`, the store of the "process" that
+    /// died, gives up its ownership first, as the kernel does at a process's exit.
+    static func restarted(at root: URL, replacing old: ProtectedStore, on fileSystem: any FileSystem = PosixFileSystem()) throws -> ProtectedStore {
+        old.device.relinquishOwnership()
         let device = try Device(directory: FilePath(root.appendingPathComponent("device").path), clock: VirtualClock(),
                                 configuration: .testing(), fileSystem: fileSystem)
         return try ProtectedStore(directory: root.appendingPathComponent("files"), device: device)

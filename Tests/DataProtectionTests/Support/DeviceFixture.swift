@@ -38,7 +38,8 @@ extension DeviceConfiguration {
         eraseAfter: Int? = nil
     ) -> DeviceConfiguration {
         DeviceConfiguration(gracePeriod: grace, inactivityPeriod: inactivity,
-                            eraseAfterFailedAttempts: eraseAfter, passcodeCost: .minimal)
+                            eraseAfterFailedAttempts: eraseAfter, passcodeCost: .minimal,
+                            ownershipTimeout: .milliseconds(500))
     }
 }
 
@@ -77,6 +78,7 @@ final class DeviceFixture {
     /// A process restart: a new `Device` on the same directory and clock.
     @discardableResult
     func reopen(configuration: DeviceConfiguration? = nil) throws -> Device {
+        device.relinquishOwnership()
         device = try Device(directory: directory, clock: clock, configuration: configuration ?? self.configuration)
         return device
     }

@@ -84,7 +84,7 @@ import Testing
             let size = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int
             #expect(size == Self.physicalSize(model.count))
 
-            let restarted = try ScratchStore.restarted(at: root)
+            let restarted = try ScratchStore.restarted(at: root, replacing: store)
             try restarted.device.unlock(passcode: "1234")
             #expect(try restarted.contents(atPath: "/log") == model)
         }
