@@ -12,6 +12,8 @@ struct DPCtl: ParsableCommand {
         #if DP_LIBFUZZER
         ArgumentFuzzing.runLibFuzzer()  // a fuzz build (`.ci/fuzz`): libFuzzer drives `ArgumentFuzzing.check`
         #endif
+        // A reader that goes away (`dpctl cat big | head`) is a write error (EPIPE) to end on quietly, not a signal.
+        signal(SIGPIPE, SIG_IGN)
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = .warning

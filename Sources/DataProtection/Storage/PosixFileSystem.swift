@@ -106,11 +106,16 @@ package struct PosixFileSystem: FileSystem {
 
     package func createDirectory(at path: FilePath) throws(DataProtectionError) {
         let status = path.withPlatformString { mkdir($0, 0o700) }
-        if status != 0 && errno == EEXIST {
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: path.string, isDirectory: &isDirectory), isDirectory.boolValue {
-                return
+        if status != 0 && errno == EEXIST, let existing = try? path.stat(followTargetSymlink: false), existing.type == .directory {
+            // Another user who may write here may rename the store's files away, or plant links.
+            let mode = existing.permissions.rawValue & 0o7777
+            guard mode & 0o022 == 0 else {
+                throw DataProtectionError(
+                    .invalidArgument,
+                    "\(path) can be written by other users (mode \(String(mode, radix: 8))): they could rename or replace the store's files.",
+                    hint: "Restrict it to its owner (`chmod go-w \(path)`, or `chmod 700`), or choose another directory.")
             }
+            return
         }
         try check("mkdir", path, status)
     }

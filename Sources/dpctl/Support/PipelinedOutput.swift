@@ -2,13 +2,17 @@ import DataProtection
 import Dispatch
 import Foundation
 import SodiumBridge
+import SystemPackage
 
 /// Writes pieces to a local file or standard output on a background queue, so
 /// that the next piece is read and decrypted meanwhile. At most `depth` pieces
 /// wait (constant memory); the first write error is kept, later pieces are
-/// dropped, and ``finish()`` throws it.
+/// dropped, and ``write(_:)`` or ``finish()`` throws it.
+///
+/// Every write error is a ``DataProtectionError`` (`ioFailure`), except a reader
+/// that went away (`EPIPE`: `dpctl cat big | head`), which is ``OutputClosed``.
 final class PipelinedOutput: @unchecked Sendable {
-    private let handle: FileHandle
+    private let descriptor: FileDescriptor
     private let describe: String
     private let queue = DispatchQueue(label: "dpctl.output", qos: .userInitiated)
     private let slots: DispatchSemaphore
@@ -16,9 +20,9 @@ final class PipelinedOutput: @unchecked Sendable {
     private var failure: (any Error)?
     private var written: Int64 = 0
 
-    /// Output to `handle`; `describe` names it in errors (`standard output`, a path).
-    init(_ handle: FileHandle, describe: String, depth: Int = 3) {
-        self.handle = handle
+    /// Output to `descriptor`; `describe` names it in errors (`standard output`, a path).
+    init(_ descriptor: FileDescriptor, describe: String, depth: Int = 3) {
+        self.descriptor = descriptor
         self.describe = describe
         slots = DispatchSemaphore(value: depth)
     }
@@ -37,12 +41,13 @@ final class PipelinedOutput: @unchecked Sendable {
         queue.async { [self] in
             if lock.withLock({ failure == nil }) {
                 do {
-                    try handle.write(contentsOf: piece)
+                    try piece.withUnsafeBytes { _ = try descriptor.writeAll($0) }
                     // The final fsync of a file then waits for little more than the last pieces.
-                    WriteBehind.start(descriptor: handle.fileDescriptor, offset: written, count: Int64(piece.count))
+                    WriteBehind.start(descriptor: descriptor.rawValue, offset: written, count: Int64(piece.count))
                     written += Int64(piece.count)
                 } catch {
-                    lock.withLock { if failure == nil { failure = error } }
+                    let reported = Self.report(error, describe: describe)
+                    lock.withLock { if failure == nil { failure = reported } }
                 }
             }
             slots.signal()
@@ -52,8 +57,18 @@ final class PipelinedOutput: @unchecked Sendable {
     /// Waits for every queued piece, then throws the first write error.
     func finish() throws {
         queue.sync {}
-        if let failure = lock.withLock({ failure }) {
-            throw DataProtectionError(.ioFailure, "Cannot write to \(describe): \(failure.localizedDescription)")
+        if let failure = lock.withLock({ failure }) { throw failure }
+    }
+
+    private static func report(_ error: any Error, describe: String) -> any Error {
+        guard let errno = error as? Errno else {
+            return DataProtectionError(.ioFailure, "Cannot write to \(describe): \(error.localizedDescription)")
         }
+        if errno == .brokenPipe { return OutputClosed() }
+        return DataProtectionError(.ioFailure, "Cannot write to \(describe): \(errno.description).")
     }
 }
+
+/// The reader of standard output went away (`EPIPE`): the command stops quietly, with status 0,
+/// as one whose reader has all it wanted (`dpctl cat big | head -c 10`).
+struct OutputClosed: Error {}

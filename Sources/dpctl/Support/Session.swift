@@ -1,3 +1,4 @@
+import ArgumentParser
 import DataProtection
 import DataProtectionScenarios
 import Foundation
@@ -32,7 +33,8 @@ struct Session {
                                       hint: "Use `dpctl erase --yes` to start afresh, or choose another --store.")
         }
         do {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            // Only the parents here: the store directory itself is made by the library, mode 0700 whatever the umask.
+            try FileManager.default.createDirectory(at: directory.deletingLastPathComponent(), withIntermediateDirectories: true)
         } catch {
             throw DataProtectionError(.ioFailure, "Cannot create \(directory.path): \(error.localizedDescription)")
         }
@@ -94,6 +96,8 @@ func reporting(_ body: () throws -> Void) throws {
         try body()
     } catch let error as DataProtectionError {
         throw error.reportAndExit()
+    } catch is OutputClosed {
+        throw ExitCode.success
     }
 }
 

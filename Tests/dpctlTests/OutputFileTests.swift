@@ -1,0 +1,157 @@
+import Foundation
+import Testing
+
+/// Where decrypted bytes go: `get -o` onto every kind of path, modes whatever
+/// the umask, write errors and closed pipes (issue 15, "Output files and permissions").
+@Suite("dpctl output files and permissions")
+struct OutputFileTests {
+    /// Runs `dpctl` through `sh -c` so that `umask` and the standard output's target can be set
+    /// for the child alone; standard output goes to `stdout` (a shell redirection target).
+    static func shell(_ fixture: StoreFixture, umask: String = "022", _ arguments: [String],
+                      stdout: String = "/dev/null") throws -> DPCtlRunner.Result {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "umask \(umask) && exec \"$0\" \"$@\" > '\(stdout)'", DPCtlRunner.executable.path] + arguments
+        process.environment = fixture.environment(passcode: "1234")
+        let error = Pipe()
+        process.standardError = error
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let errorData = error.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return DPCtlRunner.Result(status: process.terminationStatus, standardOutput: "",
+                                  standardError: String(decoding: errorData, as: UTF8.self))
+    }
+
+    static func mode(_ url: URL) throws -> Int {
+        try #require(FileManager.default.attributesOfItem(atPath: url.path)[.posixPermissions] as? Int)
+    }
+
+    static func type(_ url: URL) throws -> FileAttributeType? {
+        try FileManager.default.attributesOfItem(atPath: url.path)[.type] as? FileAttributeType
+    }
+
+    /// A store with `f` (class none, 2 MiB), and its content.
+    static func prepared() throws -> (StoreFixture, Data) {
+        let fixture = try StoreFixture()
+        try fixture.initialize()
+        let data = deterministicBytes(count: 2 << 20 + 3)
+        let input = try fixture.localFile("input.bin", data)
+        let put = try fixture.run(["put", input.path, "f", "--class", "none"])
+        precondition(put.status == 0, put.standardError)
+        return (fixture, data)
+    }
+
+    @Test("get -o makes a new output 0600 even under umask 0; a replaced file keeps its mode")
+    func outputModes() throws {
+        let (fixture, data) = try Self.prepared()
+        let output = fixture.directory.appendingPathComponent("new.bin")
+        let created = try Self.shell(fixture, umask: "000", ["get", "f", "-o", output.path])
+        #expect(created.status == 0, "\(created.standardError)")
+        #expect(try Self.mode(output) == 0o600)
+        #expect(try Data(contentsOf: output) == data)
+
+        try FileManager.default.setAttributes([.posixPermissions: 0o640], ofItemAtPath: output.path)
+        let replaced = try Self.shell(fixture, umask: "000", ["get", "f", "-o", output.path])
+        #expect(replaced.status == 0)
+        #expect(try Self.mode(output) == 0o640, "the replaced file's mode is kept")
+    }
+
+    @Test("get -o through a symbolic link writes its target and leaves the link a link")
+    func outputThroughLink() throws {
+        let (fixture, data) = try Self.prepared()
+        let target = fixture.directory.appendingPathComponent("target.bin")
+        let link = fixture.directory.appendingPathComponent("link.bin")
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: target)
+        let get = try fixture.run(["get", "f", "-o", link.path])
+        #expect(get.status == 0, "\(get.standardError)")
+        #expect(try Self.type(link) == .typeSymbolicLink)
+        #expect(try Data(contentsOf: target) == data)
+        #expect(try Self.mode(target) == 0o600)
+    }
+
+    @Test("get -o onto a FIFO writes into it in place: the reader gets every byte and the FIFO stays a FIFO")
+    func outputIntoFIFO() throws {
+        let (fixture, data) = try Self.prepared()
+        let fifo = fixture.directory.appendingPathComponent("fifo")
+        #expect(mkfifo(fifo.path, 0o600) == 0)
+        nonisolated(unsafe) var received = Data()
+        let reader = Thread {
+            if let handle = FileHandle(forReadingAtPath: fifo.path) { received = handle.readDataToEndOfFile() }
+        }
+        reader.start()
+        let get = try fixture.run(["get", "f", "-o", fifo.path])
+        // Bounded: had dpctl replaced the FIFO by a file, the reader would wait for a writer forever.
+        let deadline = Date().addingTimeInterval(20)
+        while !reader.isFinished && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        #expect(reader.isFinished, "the FIFO's reader never got an end of file")
+        #expect(get.status == 0, "\(get.standardError)")
+        #expect(received == data)
+        var status = stat()
+        #expect(lstat(fifo.path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFIFO)
+    }
+
+    @Test("get -o onto a directory is isADirectory (17) and writes nothing")
+    func outputOntoDirectory() throws {
+        let (fixture, _) = try Self.prepared()
+        let before = try FileManager.default.contentsOfDirectory(atPath: fixture.directory.path).sorted()
+        let get = try fixture.run(["get", "f", "-o", fixture.directory.path])
+        #expect(get.status == 17, "\(get.standardError)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: fixture.directory.path).sorted() == before)
+    }
+
+    @Test("a full device: cat and get -o fail with ioFailure (24) and a dpctl error line, small file or large",
+          arguments: [100, 2 << 20 + 3])
+    func fullDevice(_ size: Int) throws {
+        guard FileManager.default.fileExists(atPath: "/dev/full") else { return }
+        let fixture = try StoreFixture()
+        try fixture.initialize()
+        let input = try fixture.localFile("input.bin", deterministicBytes(count: size))
+        #expect(try fixture.run(["put", input.path, "f", "--class", "none"]).status == 0)
+        let cat = try Self.shell(fixture, ["cat", "f"], stdout: "/dev/full")
+        #expect(cat.status == 24, "\(cat.standardError)")
+        #expect(cat.standardError.hasPrefix("dpctl: error: Cannot write to standard output"), "\(cat.standardError)")
+        #expect(cat.standardError.contains("(ioFailure)"))
+        #expect(!cat.standardError.contains("NSCocoaErrorDomain"))
+    }
+
+    @Test("a closed pipe (cat big | head -c 10) ends quietly with status 0")
+    func closedPipe() throws {
+        let (fixture, _) = try Self.prepared()
+        let process = Process()
+        process.executableURL = DPCtlRunner.executable
+        process.arguments = ["cat", "f"]
+        process.environment = fixture.environment(passcode: "1234")
+        let output = Pipe()
+        let error = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let first = try output.fileHandleForReading.read(upToCount: 10)
+        #expect(first?.count == 10)
+        try output.fileHandleForReading.close()
+        let errorData = error.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationReason == .exit)
+        #expect(process.terminationStatus == 0)
+        #expect(errorData.isEmpty, "\(String(decoding: errorData, as: UTF8.self))")
+    }
+
+    @Test("the store directory is 0700 under umask 0; an existing one others can write to is refused (23) with a hint")
+    func storeDirectoryModes() throws {
+        let fixture = try StoreFixture()
+        let created = try Self.shell(fixture, umask: "000", ["init", "--no-passcode"])
+        #expect(created.status == 0, "\(created.standardError)")
+        #expect(try Self.mode(fixture.store) == 0o700)
+        #expect(try Self.mode(fixture.store.appendingPathComponent("device")) == 0o700)
+
+        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: fixture.store.path)
+        let refused = try fixture.run(["ls"])
+        #expect(refused.status == 23, "\(refused.standardError)")
+        #expect(refused.standardError.contains("can be written by other users"))
+        #expect(refused.standardError.contains("dpctl: hint: Restrict it to its owner"))
+        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: fixture.store.path)
+        #expect(try fixture.run(["ls"]).status == 0)
+    }
+}
