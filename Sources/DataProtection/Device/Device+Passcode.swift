@@ -7,7 +7,7 @@ extension Device {
     /// Argon2id parameters come from ``DeviceConfiguration/passcodeCost``
     /// (calibrated by default). Class keys are rewrapped; no file is re-encrypted.
     public func setPasscode(_ newPasscode: String) throws(DataProtectionError) {
-        let new = try validated(newPasscode)
+        let new = try Self.validated(newPasscode)
         transition.lock()
         defer { transition.unlock() }
         expireDue()
@@ -21,7 +21,7 @@ extension Device {
     /// Replaces the passcode. `oldPasscode` is checked as an attempt (delays,
     /// counting and erase apply). Needs the device unlocked.
     public func changePasscode(from oldPasscode: String, to newPasscode: String) throws(DataProtectionError) {
-        let new = try validated(newPasscode)
+        let new = try Self.validated(newPasscode)
         transition.lock()
         defer { transition.unlock() }
         expireDue()
@@ -47,7 +47,8 @@ extension Device {
         }
     }
 
-    private func validated(_ passcode: String) throws(DataProtectionError) -> SecureBytes {
+    /// A new passcode in secure memory: non-empty, no NUL.
+    static func validated(_ passcode: String) throws(DataProtectionError) -> SecureBytes {
         guard !passcode.isEmpty else {
             throw .invalidArgument("The new passcode is empty.", hint: "Use removePasscode(_:) to go without a passcode.")
         }
@@ -56,10 +57,20 @@ extension Device {
     }
 
     /// Rewraps the passcode-class keys under a new passcode key (or the
-    /// no-passcode key) and writes the keybag atomically.
+    /// no-passcode key) and rotates the effaceable key (`Keys/key-hierarchy.md` §8.6):
+    ///
+    /// 1. a new effaceable key goes into the free slot, in place and durably (the
+    ///    current keybag still opens with the current key);
+    /// 2. the new keybag, sealed under the new key, replaces the old atomically;
+    /// 3. the old key is overwritten with zeros in place: every keybag ever sealed
+    ///    under it (freed blocks, backups, snapshots) opens nothing any more.
+    ///
+    /// A crash at any instant leaves one keybag that opens with one slot; the next
+    /// boot wipes the other slot (completing step 3).
     private func rewrap(newPasscode: SecureBytes?, parameters: PasscodeParameters) throws(DataProtectionError) {
         let wrappingKey = try hierarchy.passcodeKey(passcode: newPasscode ?? SecureBytes(count: 0), parameters: parameters)
-        let (keybag, sealKey) = try core.withLock { core throws(DataProtectionError) -> (Keybag, SecureBytes) in
+        defer { wrappingKey.wipe() }
+        let (keybag, currentSlot) = try core.withLock { core throws(DataProtectionError) -> (Keybag, Int) in
             var keybag = core.keybag
             keybag.passcode = parameters
             for slot in KeybagSlot.allCases where slot.isPasscodeWrapped {
@@ -68,18 +79,31 @@ extension Device {
                 }
                 keybag.wrap(key, into: slot, with: wrappingKey)
             }
-            return (keybag, core.sealKey)
+            return (keybag, core.effaceableSlot)
         }
+        let nextSlot = 1 - currentSlot
+        let next = SecureBytes.random(count: 32)
+        let nextSealKey = hierarchy.sealKey(effaceable: next)
+        try files.overwriteEffaceableSlot(nextSlot, with: next)
         do {
-            try files.writeKeybag(keybag, sealKey: sealKey)
+            try files.writeKeybag(keybag, sealKey: nextSealKey)
         } catch {
-            // The write may have failed after its rename (directory fsync): keep memory
-            // in step with whatever keybag the disk now holds.
-            if let onDisk = try? files.readKeybag(sealKey: sealKey) { core.withLock { $0.keybag = onDisk } }
-            throw error
+            // The write may have failed after its rename (directory fsync): go on only if the
+            // disk now holds the new keybag; else the old one stands (boot wipes the new slot).
+            guard (try? files.readKeybag(sealKey: nextSealKey)) != nil else { throw error }
         }
-        core.withLock { $0.keybag = keybag }
+        let old = core.withLock { core -> SecureBytes in
+            let old = core.effaceable
+            core.keybag = keybag
+            core.effaceable = next
+            core.effaceableSlot = nextSlot
+            core.sealKey = nextSealKey
+            return old
+        }
+        old.wipe()
         logger.debug("passcode changed", metadata: ["action": "\(newPasscode == nil ? "removed" : "set")"])
+        // The change is in effect; should the wipe fail, the next boot completes it.
+        try files.overwriteEffaceableSlot(currentSlot, with: nil)
     }
 
     /// When the next attempt is allowed after `record`; `nil` if no delay applies.

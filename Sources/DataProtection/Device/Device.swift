@@ -37,6 +37,9 @@ public final class Device: Sendable {
     /// Everything that changes with the lock state.
     struct Core: Sendable {
         var state: DeviceState = .booted
+        /// The effaceable key the keybag is sealed under, and its slot in the `effaceable` file.
+        var effaceable: SecureBytes
+        var effaceableSlot: Int
         var sealKey: SecureBytes
         var counterKey: SecureBytes
         var keybag: Keybag
@@ -72,9 +75,30 @@ public final class Device: Sendable {
         try self.init(directory: FilePath(directory.path), clock: clock, configuration: configuration, fileSystem: PosixFileSystem())
     }
 
-    /// Opens (or creates) the device on an injected file system (fault and crash tests).
+    /// Creates a new device in `directory` with `passcode` set from the start, and boots it
+    /// (``DeviceState/booted``: the first ``unlock(passcode:)`` makes its keys available).
+    ///
+    /// The keybag written is the passcode's from the first byte: unlike creating a device and
+    /// then calling ``setPasscode(_:)``, no keybag that opens without the passcode ever exists.
+    ///
+    /// - Throws: ``DataProtectionError/Code/fileExists`` if a device is already there;
+    ///   ``DataProtectionError/Code/invalidArgument`` for an empty passcode or one with a NUL;
+    ///   the errors of ``init(directory:clock:configuration:)``.
+    public convenience init(
+        creatingAt directory: URL,
+        passcode: String,
+        clock: any DeviceClock = SystemClock.shared,
+        configuration: DeviceConfiguration = DeviceConfiguration()
+    ) throws(DataProtectionError) {
+        try self.init(directory: FilePath(directory.path), clock: clock, configuration: configuration,
+                      fileSystem: PosixFileSystem(), creatingWithPasscode: passcode)
+    }
+
+    /// Opens (or creates) the device on an injected file system (fault and crash tests);
+    /// with `creatingWithPasscode`, creates it with that passcode (`fileExists` if there is one).
     package init(
-        directory: FilePath, clock: any DeviceClock, configuration: DeviceConfiguration, fileSystem: any FileSystem
+        directory: FilePath, clock: any DeviceClock, configuration: DeviceConfiguration, fileSystem: any FileSystem,
+        creatingWithPasscode newPasscode: String? = nil
     ) throws(DataProtectionError) {
         try configuration.validate()
         self.configuration = configuration
@@ -90,7 +114,19 @@ public final class Device: Sendable {
         let fresh = !hasEffaceableKey && !hasKeybag
         let deviceKey = try FileDeviceKey.load(at: files.uid, fileSystem: fileSystem, create: fresh)
         let hierarchy = KeyHierarchy(deviceKey: deviceKey)
-        let booted = try Self.boot(files: files, hierarchy: hierarchy, now: clock.now, logger: logger)
+        let booted: Core
+        if let newPasscode {
+            guard fresh else {
+                throw DataProtectionError(.fileExists, "A device already exists in \(directory).",
+                                          hint: "Open it instead, or erase it to start afresh (all data is lost).")
+            }
+            let passcode = try Self.validated(newPasscode)
+            defer { passcode.wipe() }
+            booted = try Self.createFresh(files: files, hierarchy: hierarchy,
+                                          passcode: (passcode, try configuration.passcodeCost.parameters()))
+        } else {
+            booted = try Self.boot(files: files, hierarchy: hierarchy, now: clock.now, logger: logger)
+        }
         self.files = files
         self.hierarchy = hierarchy
         self.core = Locked(booted)
@@ -357,9 +393,13 @@ public final class Device: Sendable {
         logger.debug("device restarted", metadata: ["flushed": "\(flushing)"])
     }
 
-    /// Erases the device: destroys the effaceable key, so the keybag and every
-    /// file become unrecoverable at once, then starts afresh (no passcode,
-    /// ``DeviceState/booted``, attempt count 0). Posts nothing.
+    /// Erases the device: first overwrites the effaceable key in place, so the
+    /// keybag and every file become unrecoverable at once; then the store on this
+    /// device removes every file and directory; then the device starts afresh (no
+    /// passcode, ``DeviceState/booted``, attempt count 0, an empty store). Posts nothing.
+    ///
+    /// An erase cut short (a crash, a power cut) is finished when the device next
+    /// boots, and its store's files are removed when the store next opens.
     public func erase() throws(DataProtectionError) {
         transition.lock()
         defer { transition.unlock() }
@@ -367,17 +407,33 @@ public final class Device: Sendable {
     }
 
     func eraseLocked() throws(DataProtectionError) {
+        // The intent first, durably: from here on an interrupted erase is finished at boot.
+        try files.writeErasing(.effacing)
+        try files.effaceAll()
         for observer in lifecycleObservers() {
             observer.deviceWillErase()
         }
-        try files.destroyEffaceableKey()
         try replaceCore { () throws(DataProtectionError) -> Core in
-            try Self.createFresh(files: files, hierarchy: hierarchy)
+            try Self.createFresh(files: files, hierarchy: hierarchy, passcode: nil)
         }
         logger.debug("device erased")
-        for observer in lifecycleObservers() {
+        let observers = lifecycleObservers()
+        for observer in observers {
             observer.deviceDidErase()
         }
+        // Without a store to clear, the mark stays so that the next store opened on this
+        // device removes its files from before the erase.
+        try files.writeErasing(observers.isEmpty ? .removingData : nil)
+    }
+
+    /// Whether this device was erased and the store's files from before are still to be removed.
+    package var hasDataToErase: Bool {
+        (try? files.readErasing()) == .removingData
+    }
+
+    /// The store has removed its files from before the erase.
+    package func dataErased() throws(DataProtectionError) {
+        try files.writeErasing(nil)
     }
 
     /// Wipes the current core's keys and installs a new one.

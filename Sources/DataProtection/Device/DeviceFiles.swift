@@ -7,17 +7,23 @@ import SystemPackage
 /// | file | content |
 /// |---|---|
 /// | `uid` | the device key (``FileDeviceKey``) |
-/// | `effaceable` | `"DPEF" || 0x01 || 32 key bytes`: the key the keybag seal depends on |
+/// | `effaceable` | `"DPEF" || 0x02 || slot 0 || slot 1`: two 32-byte effaceable key slots (all zeros: empty); the keybag is sealed under the one that opens it |
 /// | `keybag` | the sealed ``Keybag`` |
 /// | `attempts` | the ``AttemptRecord`` |
+/// | `erasing` | present while an erase is under way (the store's files still to be removed) |
 /// | `lock` | the owner's pid, under `flock` while it owns the device (``OwnershipLock``) |
 ///
 /// Creation order makes `effaceable` the commit point: it is written last when
-/// a device is created and removed first when it is erased, so a present
-/// effaceable key always has a complete keybag beside it.
+/// a device is created, so a present effaceable key always has a complete keybag
+/// beside it. Afterwards it is only ever overwritten **in place** (the same
+/// blocks on disk), never replaced by a new file: a key that is rotated out or
+/// erased is gone from the disk, not left in freed blocks (`Keys/key-hierarchy.md` §5.3, §8.6).
 struct DeviceFiles: Sendable {
     static let effaceableMagic = Data("DPEF".utf8)
-    static let effaceableVersion: UInt8 = 1
+    /// Version 1 (one slot, 37 bytes) is still read; every write makes version 2.
+    static let effaceableVersion: UInt8 = 2
+    static let effaceableSlotCount = 2
+    static let effaceableFileByteCount = 5 + 32 * effaceableSlotCount
 
     let directory: FilePath
     let fileSystem: any FileSystem
@@ -27,29 +33,101 @@ struct DeviceFiles: Sendable {
     var effaceable: FilePath { directory.appending("effaceable") }
     var keybag: FilePath { directory.appending("keybag") }
     var attempts: FilePath { directory.appending("attempts") }
+    var erasing: FilePath { directory.appending("erasing") }
 
     /// Removes what interrupted writes left in the directory (its owner only).
     func removeDebris() throws(DataProtectionError) {
         try writer.removeDebris(in: directory)
     }
 
-    func readEffaceableKey() throws(DataProtectionError) -> SecureBytes? {
+    /// The effaceable key slots (`nil`: empty, all zeros, or beyond a torn extension);
+    /// `nil` when there is no effaceable file at all.
+    func readEffaceableSlots() throws(DataProtectionError) -> [SecureBytes?]? {
         guard let contents = try fileSystem.readSecretFile(at: effaceable) else { return nil }
-        guard contents.count == 37, contents.hasPrefix(Self.effaceableMagic + Data([Self.effaceableVersion])) else {
+        defer { contents.wipe() }
+        let header = contents.withUnsafeBytes { Data($0.prefix(5)) }
+        // 37 bytes: version 1, or a version-2 rewrite of one whose extension a power cut lost.
+        guard header.count == 5, header.prefix(4) == Self.effaceableMagic, [1, 2].contains(header[4]),
+              contents.count == 37 || contents.count == Self.effaceableFileByteCount else {
             throw .integrity("The effaceable key file is corrupt.",
                              hint: "Erase the device to start afresh (all data is lost).")
         }
-        return SecureBytes(copying: contents, offset: 5, count: 32)
+        return (0..<Self.effaceableSlotCount).map { index -> SecureBytes? in
+            let offset = 5 + 32 * index
+            guard offset + 32 <= contents.count else { return nil }
+            let key = SecureBytes(copying: contents, offset: offset, count: 32)
+            if key.isZero { return nil }
+            return key
+        }
     }
 
-    func writeEffaceableKey(_ key: SecureBytes) throws(DataProtectionError) {
-        try writer.write([.data(Self.effaceableMagic + Data([Self.effaceableVersion])), .secret(key)], to: effaceable)
+    /// Writes a new effaceable file holding `key` in slot 0 (a device being created).
+    func createEffaceableFile(_ key: SecureBytes) throws(DataProtectionError) {
+        try writer.write([.data(Self.effaceableMagic + Data([Self.effaceableVersion])), .secret(key),
+                          .data(Data(count: 32))], to: effaceable)
     }
 
-    /// Destroys the effaceable key: every keybag sealed with it becomes unreadable.
-    func destroyEffaceableKey() throws(DataProtectionError) {
-        try fileSystem.removeFile(at: effaceable)
-        try fileSystem.synchronizeDirectory(at: directory)
+    /// Overwrites slot `index` in place with `key` (`nil`: zeros), and makes it durable.
+    /// The header is rewritten too (same bytes, or version 1 → 2).
+    func overwriteEffaceableSlot(_ index: Int, with key: SecureBytes?) throws(DataProtectionError) {
+        let descriptor = try fileSystem.openDataFile(at: effaceable, create: false)
+        do {
+            try fileSystem.write([.data(Self.effaceableMagic + Data([Self.effaceableVersion]))], to: descriptor, at: 0, path: effaceable)
+            try fileSystem.write([key.map { .secret($0) } ?? .data(Data(count: 32))], to: descriptor,
+                                 at: Int64(5 + 32 * index), path: effaceable)
+            try fileSystem.synchronize(descriptor, path: effaceable)
+        } catch {
+            try? fileSystem.close(descriptor, path: effaceable)
+            throw error
+        }
+        try fileSystem.close(descriptor, path: effaceable)
+    }
+
+    /// Overwrites every slot with zeros in place, durably: every keybag ever sealed
+    /// under this file becomes unreadable. Nothing to do without an effaceable file.
+    func effaceAll() throws(DataProtectionError) {
+        guard try fileSystem.status(at: effaceable) != nil else { return }
+        let descriptor = try fileSystem.openDataFile(at: effaceable, create: false)
+        do {
+            try fileSystem.write([.data(Self.effaceableMagic + Data([Self.effaceableVersion]) + Data(count: 32 * Self.effaceableSlotCount))],
+                                 to: descriptor, at: 0, path: effaceable)
+            try fileSystem.synchronize(descriptor, path: effaceable)
+        } catch {
+            try? fileSystem.close(descriptor, path: effaceable)
+            throw error
+        }
+        try fileSystem.close(descriptor, path: effaceable)
+    }
+
+    /// How far an erase has gone (the `erasing` file).
+    enum ErasePhase: String, Sendable {
+        /// The effaceable key may not be wiped yet: the boot must erase again.
+        case effacing
+        /// The device is fresh; the store's files from before are still to be removed.
+        case removingData
+    }
+
+    /// The phase of an erase under way, `nil` if none.
+    func readErasing() throws(DataProtectionError) -> ErasePhase? {
+        guard let contents = try fileSystem.readFile(at: erasing) else { return nil }
+        let text = String(decoding: contents, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        // Anything unreadable is taken as the earliest phase: erasing again is always safe.
+        return ErasePhase(rawValue: text) ?? .effacing
+    }
+
+    /// Records the phase of an erase (`nil`: the erase is complete), durably.
+    func writeErasing(_ phase: ErasePhase?) throws(DataProtectionError) {
+        if let phase {
+            try writer.write([.data(Data((phase.rawValue + "\n").utf8))], to: erasing)
+        } else if try fileSystem.status(at: erasing) != nil {
+            try fileSystem.removeFile(at: erasing)
+            try fileSystem.synchronizeDirectory(at: directory)
+        }
+    }
+
+    /// The first key in the effaceable file (tests and tools; the device itself tries every slot).
+    func readEffaceableKey() throws(DataProtectionError) -> SecureBytes? {
+        try readEffaceableSlots()?.compactMap { $0 }.first
     }
 
     func exists(_ path: FilePath) throws(DataProtectionError) -> Bool {

@@ -58,6 +58,9 @@ package protocol FileSystem: Sendable {
     func read(from descriptor: FileDescriptor, at offset: Int64, count: Int, path: FilePath) throws(DataProtectionError) -> Data
     /// `pwrite`: all of `data[range]` at `offset`.
     func write(_ data: Data, range: Range<Int>, to descriptor: FileDescriptor, at offset: Int64, path: FilePath) throws(DataProtectionError)
+    /// `pwrite`: `parts` one after the other from `offset`, secret parts straight from
+    /// secure memory (an in-place overwrite of a small key file).
+    func write(_ parts: [FileBytes], to descriptor: FileDescriptor, at offset: Int64, path: FilePath) throws(DataProtectionError)
     /// `ftruncate`.
     func resize(_ descriptor: FileDescriptor, to size: Int64, path: FilePath) throws(DataProtectionError)
     /// `fstat`.

@@ -167,6 +167,21 @@ package struct PosixFileSystem: FileSystem {
         }
     }
 
+    package func write(_ parts: [FileBytes], to descriptor: FileDescriptor, at offset: Int64, path: FilePath) throws(DataProtectionError) {
+        var position = offset
+        for part in parts {
+            _ = try call("pwrite", path) {
+                switch part {
+                case .data(let data):
+                    try data.withUnsafeBytes { try descriptor.writeAll(toAbsoluteOffset: position, $0) }
+                case .secret(let secret):
+                    try secret.withUnsafeBytes { try descriptor.writeAll(toAbsoluteOffset: position, $0) }
+                }
+            }
+            position += Int64(part.count)
+        }
+    }
+
     package func resize(_ descriptor: FileDescriptor, to size: Int64, path: FilePath) throws(DataProtectionError) {
         try call("ftruncate", path) { try descriptor.resize(to: size) }
     }

@@ -18,7 +18,9 @@ struct Erase: ParsableCommand {
 
     func run() throws {
         try reporting {
-            try Session(storeOptions).device.erase()
+            // The session (and so the store, which removes the files) lives until the erase is done.
+            let session = try Session(storeOptions)
+            try withExtendedLifetime(session) { () throws(DataProtectionError) in try session.device.erase() }
             print("Erased the store at \(storeOptions.directory.path): no passcode, no files.")
         }
     }

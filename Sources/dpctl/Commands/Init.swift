@@ -18,9 +18,8 @@ struct Init: ParsableCommand {
             // Read the passcode before creating anything: a missing passcode leaves no store behind.
             let passcode = noPasscode ? nil
                 : try Passcode.obtain(file: storeOptions.passcodeFile, prompt: "New passcode: ", confirm: true)
-            let session = try Session(creating: storeOptions)
-            try session.device.unlock()
-            if let passcode { try session.device.setPasscode(passcode) }
+            // With a passcode, the device is created with it: no passcode-free keybag is ever written.
+            _ = try Session(creating: storeOptions, passcode: passcode)
             print("Created the store at \(storeOptions.directory.path)" + (passcode == nil ? " (no passcode)." : " with a passcode."))
         }
     }

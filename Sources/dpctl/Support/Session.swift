@@ -24,8 +24,8 @@ struct Session {
         self.store = try Self.open(directory, options: options)
     }
 
-    /// Creates a new store at `directory` (`fileExists` if one is there).
-    init(creating options: StoreOptions) throws(DataProtectionError) {
+    /// Creates a new store at `directory` (`fileExists` if one is there), with `passcode` from the start.
+    init(creating options: StoreOptions, passcode: String?) throws(DataProtectionError) {
         self.options = options
         let directory = options.directory
         if FileManager.default.fileExists(atPath: Self.deviceDirectory(of: directory).path) {
@@ -38,7 +38,11 @@ struct Session {
         } catch {
             throw DataProtectionError(.ioFailure, "Cannot create \(directory.path): \(error.localizedDescription)")
         }
-        self.store = try Self.open(directory, options: options)
+        if let passcode {
+            self.store = try ProtectedStore(creatingAt: directory, passcode: passcode)
+        } else {
+            self.store = try Self.open(directory, options: options)
+        }
     }
 
     /// Opens the store, owning it for the command's run; while another process owns

@@ -195,6 +195,15 @@ final class FaultInjectingFileSystem: FileSystem {
         try base.write(data, range: range, to: descriptor, at: offset, path: path)
     }
 
+    func write(_ parts: [FileBytes], to descriptor: FileDescriptor, at offset: Int64, path: FilePath) throws(DataProtectionError) {
+        if let errno = count(.write) {
+            // A short write: the first part only.
+            if parts.count > 1 { try base.write(Array(parts.prefix(1)), to: descriptor, at: offset, path: path) }
+            throw PosixFileSystem.error(for: errno, operation: "pwrite (injected)", path: path)
+        }
+        try base.write(parts, to: descriptor, at: offset, path: path)
+    }
+
     func resize(_ descriptor: FileDescriptor, to size: Int64, path: FilePath) throws(DataProtectionError) {
         try check(.ftruncate, path)
         try base.resize(descriptor, to: size, path: path)

@@ -259,6 +259,14 @@ final class CrashingFileSystem: FileSystem {
         state.withLock { $0.dataWritten[current, default: []].append(Int(offset)..<Int(offset) + range.count) }
     }
 
+    func write(_ parts: [FileBytes], to descriptor: FileDescriptor, at offset: Int64, path: FilePath) throws(DataProtectionError) {
+        try step()
+        let current = try trackDataWrite(descriptor)
+        try base.write(parts, to: descriptor, at: offset, path: path)
+        let count = parts.reduce(0) { $0 + $1.count }
+        state.withLock { $0.dataWritten[current, default: []].append(Int(offset)..<Int(offset) + count) }
+    }
+
     func resize(_ descriptor: FileDescriptor, to size: Int64, path: FilePath) throws(DataProtectionError) {
         try step()
         let current = try trackDataWrite(descriptor)

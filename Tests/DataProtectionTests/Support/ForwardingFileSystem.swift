@@ -34,6 +34,9 @@ extension ForwardingFileSystem {
     func write(_ data: Data, range: Range<Int>, to descriptor: FileDescriptor, at offset: Int64, path: FilePath) throws(DataProtectionError) {
         try base.write(data, range: range, to: descriptor, at: offset, path: path)
     }
+    func write(_ parts: [FileBytes], to descriptor: FileDescriptor, at offset: Int64, path: FilePath) throws(DataProtectionError) {
+        try base.write(parts, to: descriptor, at: offset, path: path)
+    }
     func resize(_ descriptor: FileDescriptor, to size: Int64, path: FilePath) throws(DataProtectionError) {
         try base.resize(descriptor, to: size, path: path)
     }

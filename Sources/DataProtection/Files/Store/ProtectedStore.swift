@@ -56,7 +56,15 @@ public final class ProtectedStore: Sendable {
         self.observer = StoreLifecycleObserver()
         observer.store = self
         device.addLifecycleObserver(observer)
-        try prepareRoot()
+        if device.hasDataToErase {
+            // The device was erased while this store was not open (or the erase was cut short):
+            // its files from before are unreadable debris, removed before anything else.
+            try fileSystem.removeTree(at: root)
+            try prepareRoot()
+            try device.dataErased()
+        } else {
+            try prepareRoot()
+        }
     }
 
     /// A device and its store in one directory (`device/` and `files/` inside it).
@@ -75,6 +83,24 @@ public final class ProtectedStore: Sendable {
         try fileSystem.createDirectory(at: FilePath(directory.path))
         let device = try Device(directory: FilePath(directory.appendingPathComponent("device").path), clock: clock,
                                 configuration: configuration, fileSystem: fileSystem)
+        try self.init(directory: directory.appendingPathComponent("files"), device: device)
+    }
+
+    /// A new device with `passcode` set from the start, and its store, in one directory
+    /// (`device/` and `files/` inside it): no keybag that opens without the passcode is
+    /// ever written. The device is ``DeviceState/booted``.
+    ///
+    /// - Throws: ``DataProtectionError/Code/fileExists`` if a device is already there.
+    public convenience init(
+        creatingAt directory: URL,
+        passcode: String,
+        clock: any DeviceClock = SystemClock.shared,
+        configuration: DeviceConfiguration = DeviceConfiguration()
+    ) throws(DataProtectionError) {
+        let fileSystem = PosixFileSystem()
+        try fileSystem.createDirectory(at: FilePath(directory.path))
+        let device = try Device(directory: FilePath(directory.appendingPathComponent("device").path), clock: clock,
+                                configuration: configuration, fileSystem: fileSystem, creatingWithPasscode: passcode)
         try self.init(directory: directory.appendingPathComponent("files"), device: device)
     }
 
