@@ -275,10 +275,23 @@ struct CommandTests {
         let unconfirmed = try fixture.run(["erase"])
         #expect(unconfirmed.status == 64)
         #expect(try fixture.run(["ls"]).standardOutput == "f\n")
-        #expect(try fixture.run(["erase", "--yes"], passcode: nil).status == 0)
-        #expect(try fixture.run(["ls"]).standardOutput == "")
-        let status = try fixture.run(["status", "--json"]).json()
-        #expect(status["passcodeSet"] as? Bool == false)
+        #expect(try fixture.run(["mkdir", "dir"]).status == 0)
+        #expect(try fixture.run(["put", source.path, "dir/g", "--class", "none"]).status == 0)
+        let erased = try fixture.run(["erase", "--yes"], passcode: nil)
+        #expect(erased.status == 0, "\(erased.standardError)")
+        let listed = try fixture.run(["ls"])
+        #expect(listed.status == 0, "\(listed.standardError)")
+        #expect(listed.standardOutput == "")
+        // Removed from the disk, not only from the listing: the data directory holds its metadata alone.
+        let onDisk = try FileManager.default.contentsOfDirectory(atPath: fixture.store.appendingPathComponent("files").path)
+        #expect(onDisk == ["dpdir"], "\(onDisk)")
+        let status = try fixture.run(["status", "--json"])
+        #expect(status.status == 0)
+        #expect(try status.json()["passcodeSet"] as? Bool == false)
+        // The erased store is a working one.
+        #expect(try fixture.run(["put", source.path, "again"], passcode: nil).status == 0)
+        let again = try fixture.run(["cat", "again"], passcode: nil)
+        #expect(again.status == 0 && again.standardOutput == "gone")
     }
 
     @Test("usage errors exit 64")

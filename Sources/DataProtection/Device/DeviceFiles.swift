@@ -52,13 +52,20 @@ struct DeviceFiles: Sendable {
             throw .integrity("The effaceable key file is corrupt.",
                              hint: "Erase the device to start afresh (all data is lost).")
         }
-        return (0..<Self.effaceableSlotCount).map { index -> SecureBytes? in
+        let slots = (0..<Self.effaceableSlotCount).map { index -> SecureBytes? in
             let offset = 5 + 32 * index
             guard offset + 32 <= contents.count else { return nil }
             let key = SecureBytes(copying: contents, offset: offset, count: 32)
             if key.isZero { return nil }
             return key
         }
+        // Only an erase empties every slot, and it writes the whole file: a short file with
+        // no key is damage, never an erased device (which would be created afresh over the keybag).
+        guard contents.count == Self.effaceableFileByteCount || slots[0] != nil else {
+            throw .integrity("The effaceable key file is truncated.",
+                             hint: "Restore the device directory from a backup, or erase the device (all data is lost).")
+        }
+        return slots
     }
 
     /// Writes a new effaceable file holding `key` in slot 0 (a device being created).

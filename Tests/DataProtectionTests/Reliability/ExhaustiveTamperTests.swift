@@ -171,11 +171,24 @@ struct ExhaustiveTamperTests {
             let original = try Data(contentsOf: url)
             var tally = Tally()
             var punitive = 0
-            func boot(_ what: String) throws {
+            var emptySlotWiped = 0
+            // The effaceable file has two slots; the one the keybag is not sealed under is empty
+            // (zeros). A flip there is junk from an interrupted rotation, to the boot: it wipes it.
+            let emptySlot: Range<Int>? = try name == "effaceable"
+                ? fixture.device.files.readEffaceableSlots().flatMap { slots in slots.firstIndex { $0 == nil } }
+                    .map { 5 + 32 * $0..<5 + 32 * $0 + 32 }
+                : nil
+            func boot(_ what: String, offset: Int? = nil) throws {
                 tally.flips += 1
                 switch outcome({ try Device(directory: fixture.directory, clock: fixture.clock, configuration: .testing()) }) {
                 case .failure(let error) where error.code == .integrityFailure:
                     tally.detected += 1
+                case .success(let device) where offset.map { emptySlot?.contains($0) == true } == true:
+                    if device.failedPasscodeAttempts == 2, try fixture.device.files.readEffaceableSlots()?.compactMap({ $0 }).count == 1 {
+                        emptySlotWiped += 1
+                    } else {
+                        tally.violations.append("\(what): a flip in the empty slot was not wiped")
+                    }
                 case .success(let device) where name == "attempts":
                     // A damaged counter boots with the punitive count, never fewer failures.
                     if device.failedPasscodeAttempts >= 9 { punitive += 1 } else {
@@ -190,7 +203,7 @@ struct ExhaustiveTamperTests {
                     var bytes = original
                     bytes[offset] ^= UInt8(1 << bit)
                     try bytes.write(to: url)
-                    try boot("byte \(offset) bit \(bit)")
+                    try boot("byte \(offset) bit \(bit)", offset: offset)
                 }
             }
             for length in 0..<original.count {
@@ -200,7 +213,8 @@ struct ExhaustiveTamperTests {
             try original.write(to: url)
             let device = try Device(directory: fixture.directory, clock: fixture.clock, configuration: .testing())
             #expect(device.failedPasscodeAttempts == 2, "restored")
-            print("EXHAUSTIVE device file \(name) (\(original.count) bytes, flips and truncations): \(tally), \(punitive) punitive counts")
+            print("EXHAUSTIVE device file \(name) (\(original.count) bytes, flips and truncations): \(tally), \(punitive) punitive counts, \(emptySlotWiped) flips of the empty effaceable slot wiped")
+            #expect(emptySlotWiped == (emptySlot == nil ? 0 : 256))
             #expect(tally.violations.isEmpty, "\(tally.violations.prefix(10))")
         }
     }

@@ -80,7 +80,7 @@ import Testing
             try reader.close()
             #expect(try store.contents(atPath: "/log") == model)
             // Committed at rest: exactly the records the length needs, nothing allocated ahead left on disk.
-            let path = try #require(fileSystem.dataFiles.first { !$0.contains(".tmp-") })
+            let path = try #require(fileSystem.dataFiles.first { !$0.contains(".tmp-") && $0.contains("/files/") })
             let size = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int
             #expect(size == Self.physicalSize(model.count))
 
@@ -111,7 +111,7 @@ import Testing
             try again.write(contentsOf: more)
             try again.close()
             #expect(try store.contents(atPath: "/f") == committed + more)
-            let path = try #require(fileSystem.dataFiles.first { !$0.contains(".tmp-") })
+            let path = try #require(fileSystem.dataFiles.first { !$0.contains(".tmp-") && $0.contains("/files/") })
             let size = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int
             #expect(size == Self.physicalSize(committed.count + more.count))
         }
