@@ -24,7 +24,8 @@ struct CommandTests {
         #expect(result.status == 10)
         #expect(result.standardError.contains("standard input is not a terminal"))
         #expect(result.standardError.contains("DPCTL_PASSCODE"))
-        #expect(!FileManager.default.fileExists(atPath: fixture.store.appendingPathComponent("device").path))
+        #expect(!FileManager.default.fileExists(atPath: fixture.store.path))
+        #expect(!FileManager.default.fileExists(atPath: fixture.stateHome.path))
     }
 
     @Test("init --no-passcode, and --store wins over DPCTL_STORE")
@@ -32,7 +33,7 @@ struct CommandTests {
         let fixture = try StoreFixture()
         let other = fixture.directory.appendingPathComponent("other")
         #expect(try fixture.run(["init", "--no-passcode", "--store", other.path], passcode: nil).status == 0)
-        #expect(FileManager.default.fileExists(atPath: other.appendingPathComponent("device").path))
+        #expect(FileManager.default.fileExists(atPath: other.appendingPathComponent(".dpstore").path))
         #expect(!FileManager.default.fileExists(atPath: fixture.store.path))
         let status = try fixture.run(["status", "--json", "--store", other.path], passcode: nil)
         #expect(try status.json()["passcodeSet"] as? Bool == false)
@@ -46,7 +47,7 @@ struct CommandTests {
         environment["DPCTL_STORE"] = ""
         let result = try fixture.run(["init", "--no-passcode"], passcode: nil, extra: environment)
         #expect(result.status == 0, "\(result.standardError)")
-        #expect(FileManager.default.fileExists(atPath: data.appendingPathComponent("dpctl/device").path))
+        #expect(FileManager.default.fileExists(atPath: data.appendingPathComponent("dpctl/.dpstore").path))
     }
 
     @Test("a command on a missing store is fileNotFound (14) with a hint to run init")
@@ -283,8 +284,8 @@ struct CommandTests {
         #expect(listed.status == 0, "\(listed.standardError)")
         #expect(listed.standardOutput == "")
         // Removed from the disk, not only from the listing: the data directory holds its metadata alone.
-        let onDisk = try FileManager.default.contentsOfDirectory(atPath: fixture.store.appendingPathComponent("files").path)
-        #expect(onDisk == ["dpdir"], "\(onDisk)")
+        let onDisk = try FileManager.default.contentsOfDirectory(atPath: fixture.store.path).sorted()
+        #expect(onDisk == [".dpstore", "dpdir"], "\(onDisk)")
         let status = try fixture.run(["status", "--json"])
         #expect(status.status == 0)
         #expect(try status.json()["passcodeSet"] as? Bool == false)

@@ -144,7 +144,8 @@ struct OutputFileTests {
         let created = try Self.shell(fixture, umask: "000", ["init", "--no-passcode"])
         #expect(created.status == 0, "\(created.standardError)")
         #expect(try Self.mode(fixture.store) == 0o700)
-        #expect(try Self.mode(fixture.store.appendingPathComponent("device")) == 0o700)
+        let device = try #require(try fixture.run(["status", "--json"], passcode: nil).json()["device"] as? String)
+        #expect(try Self.mode(URL(fileURLWithPath: device)) == 0o700)
 
         try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: fixture.store.path)
         let refused = try fixture.run(["ls"])

@@ -144,9 +144,11 @@ struct OwnershipTests {
         var configuration = DeviceConfiguration(passcodeCost: .minimal)
         configuration.ownershipTimeout = .zero
         var change: Background?
+        let identifier = try #require(try ProtectedStore.identifier(ofDataDirectory: fixture.store))
+        let device = fixture.stateHome.appendingPathComponent("dpctl/\(identifier)")
         do {
             // A program unlocks the store with 1234 and stays open...
-            let store = try ProtectedStore(directory: fixture.store, configuration: configuration)
+            let store = try ProtectedStore(directory: fixture.store, deviceDirectory: device, configuration: configuration)
             try store.device.unlock(passcode: "1234")
             // ...meanwhile `dpctl passcode change` 1234 -> 5678 is started: it must wait.
             change = try Background(["passcode", "change", "--wait", "60s"],
@@ -161,7 +163,7 @@ struct OwnershipTests {
         #expect(changed.status == 11, "\(changed.standardError)")
         #expect(try fixture.run(["unlock"], passcode: "1111").status == 0)
         #expect(try fixture.run(["unlock"], passcode: "5678").status == 11)
-        let reopened = try ProtectedStore(directory: fixture.store, configuration: configuration)
+        let reopened = try ProtectedStore(directory: fixture.store, deviceDirectory: device, configuration: configuration)
         try reopened.device.unlock(passcode: "1111")
         #expect(reopened.device.state == .unlocked)
     }

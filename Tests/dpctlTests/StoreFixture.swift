@@ -5,6 +5,8 @@ import Foundation
 final class StoreFixture {
     let directory: URL
     var store: URL { directory.appendingPathComponent("store") }
+    /// `$XDG_STATE_HOME` of every run: the default device directories are made under it.
+    var stateHome: URL { directory.appendingPathComponent("state") }
 
     init() throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("dpctl-tests-\(UUID().uuidString)")
@@ -19,6 +21,9 @@ final class StoreFixture {
         environment["DPCTL_STORE"] = store.path
         environment["DPCTL_PASSCODE"] = passcode
         environment["DPCTL_NEW_PASSCODE"] = nil
+        // Device directories go under the fixture, never into the real ~/.local/state.
+        environment["XDG_STATE_HOME"] = stateHome.path
+        environment["DPCTL_DEVICE"] = nil
         environment.merge(extra) { $1 }
         return environment
     }

@@ -23,6 +23,8 @@ public final class Device: Sendable {
     public let directory: URL
 
     let files: DeviceFiles
+    /// Whether this device was made when this object opened its directory (nothing was there).
+    let wasCreated: Bool
     /// This process's exclusive ownership of the device directory, held for the device's lifetime.
     let ownership: OwnershipLock
     /// The file system the device files, and the files of a store on this device, go through.
@@ -130,6 +132,7 @@ public final class Device: Sendable {
         self.files = files
         self.hierarchy = hierarchy
         self.core = Locked(booted)
+        self.wasCreated = fresh
     }
 
     deinit {

@@ -13,6 +13,7 @@ struct Status: ParsableCommand {
 
     struct Report: Encodable {
         var store: String
+        var device: String
         var state: String
         var passcodeSet: Bool
         var failedAttempts: Int
@@ -20,9 +21,10 @@ struct Status: ParsableCommand {
         var availableClasses: [String]
 
         func encode(to encoder: any Encoder) throws {
-            enum Keys: String, CodingKey { case store, state, passcodeSet, failedAttempts, nextAttemptAllowed, availableClasses }
+            enum Keys: String, CodingKey { case store, device, state, passcodeSet, failedAttempts, nextAttemptAllowed, availableClasses }
             var container = encoder.container(keyedBy: Keys.self)
             try container.encode(store, forKey: .store)
+            try container.encode(device, forKey: .device)
             try container.encode(state, forKey: .state)
             try container.encode(passcodeSet, forKey: .passcodeSet)
             try container.encode(failedAttempts, forKey: .failedAttempts)
@@ -37,6 +39,7 @@ struct Status: ParsableCommand {
             let device = session.device
             let report = Report(
                 store: storeOptions.directory.path,
+                device: session.location.device.path,
                 state: device.state.rawValue,
                 passcodeSet: device.hasPasscode,
                 failedAttempts: device.failedPasscodeAttempts,
@@ -44,6 +47,7 @@ struct Status: ParsableCommand {
                 availableClasses: ProtectionClass.allCases.filter { device.isAvailable($0) }.map(\.rawValue))
             if output.json { return try printJSON(report) }
             print("store: \(report.store)")
+            print("device: \(report.device)")
             print("state: \(report.state)")
             print("passcode set: \(report.passcodeSet ? "yes" : "no")")
             print("failed attempts: \(report.failedAttempts)")

@@ -10,6 +10,11 @@ struct StoreOptions: ParsableArguments {
         valueName: "dir"))
     var store: String?
 
+    @Option(name: .customLong("device"), help: ArgumentHelp(
+        "The device directory, kept apart from the data (default: $DPCTL_DEVICE, else $XDG_STATE_HOME/dpctl/<store id> or ~/.local/state/dpctl/<store id>).",
+        valueName: "dir"))
+    var device: String?
+
     @Option(name: .customLong("passcode-file"), help: ArgumentHelp(
         "Read the passcode from this file (first line). Else $DPCTL_PASSCODE, else a no-echo prompt on a terminal.",
         valueName: "file"))

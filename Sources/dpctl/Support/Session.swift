@@ -6,52 +6,72 @@ import Foundation
 /// One command's use of the store: opens it (booting the device), unlocks only when needed.
 struct Session {
     let options: StoreOptions
+    let location: StoreLocation
     let store: ProtectedStore
     var device: Device { store.device }
-
-    static func deviceDirectory(of directory: URL) -> URL {
-        directory.appendingPathComponent("device")
-    }
 
     /// Opens the existing store (`fileNotFound` with a hint to run `dpctl init` if there is none).
     init(_ options: StoreOptions) throws(DataProtectionError) {
         self.options = options
-        let directory = options.directory
-        guard FileManager.default.fileExists(atPath: Self.deviceDirectory(of: directory).path) else {
-            throw DataProtectionError(.fileNotFound, "No store at \(directory.path).",
+        guard let location = try StoreLocation.existing(options) else {
+            throw DataProtectionError(.fileNotFound, "No store at \(options.directory.path).",
                                       hint: "Run `dpctl init` to create one, or pass --store <dir> (or set DPCTL_STORE).")
         }
-        self.store = try Self.open(directory, options: options)
+        self.location = location
+        self.store = try Self.open(location, options: options)
     }
 
-    /// Creates a new store at `directory` (`fileExists` if one is there), with `passcode` from the start.
+    /// Creates a new store (`fileExists` if one is there), its device directory apart from
+    /// the data, with `passcode` from the start.
     init(creating options: StoreOptions, passcode: String?) throws(DataProtectionError) {
         self.options = options
         let directory = options.directory
-        if FileManager.default.fileExists(atPath: Self.deviceDirectory(of: directory).path) {
+        if (try? StoreLocation.existing(options)) != nil || (try? ProtectedStore.identifier(ofDataDirectory: directory)) != nil {
             throw DataProtectionError(.fileExists, "A store already exists at \(directory.path).",
                                       hint: "Use `dpctl erase --yes` to start afresh, or choose another --store.")
         }
+        let explicit = StoreLocation.explicitDevice(options)
         do {
-            // Only the parents here: the store directory itself is made by the library, mode 0700 whatever the umask.
+            // Only the parents here: the directories themselves are made by the library, mode 0700 whatever the umask.
             try FileManager.default.createDirectory(at: directory.deletingLastPathComponent(), withIntermediateDirectories: true)
         } catch {
             throw DataProtectionError(.ioFailure, "Cannot create \(directory.path): \(error.localizedDescription)")
         }
-        if let passcode {
-            self.store = try ProtectedStore(creatingAt: directory, passcode: passcode)
-        } else {
-            self.store = try Self.open(directory, options: options)
+        let identifier = try ProtectedStore.createDataDirectory(at: directory)
+        let device = explicit ?? StoreLocation.defaultDevice(identifier: identifier)
+        let location = StoreLocation(data: directory, device: device, combined: false)
+        do throws(DataProtectionError) {
+            do {
+                try FileManager.default.createDirectory(at: device.deletingLastPathComponent(), withIntermediateDirectories: true)
+            } catch {
+                throw DataProtectionError(.ioFailure, "Cannot create \(device.deletingLastPathComponent().path): \(error.localizedDescription)")
+            }
+            if let passcode {
+                self.store = try ProtectedStore(creatingAt: directory, deviceDirectory: device, passcode: passcode)
+            } else {
+                self.store = try Self.open(location, options: options)
+            }
+        } catch {
+            // Nothing half made stays behind: the data directory holds only its identity yet.
+            try? FileManager.default.removeItem(at: directory)
+            throw error
         }
+        self.location = location
     }
 
     /// Opens the store, owning it for the command's run; while another process owns
     /// it, waits up to `--wait` (saying so on standard error when that is a terminal).
-    private static func open(_ directory: URL, options: StoreOptions) throws(DataProtectionError) -> ProtectedStore {
+    private static func open(_ location: StoreLocation, options: StoreOptions) throws(DataProtectionError) -> ProtectedStore {
         var configuration = DeviceConfiguration()
+        func attempt() throws(DataProtectionError) -> ProtectedStore {
+            location.combined
+                ? try ProtectedStore(directory: location.data.deletingLastPathComponent(), clock: SystemClock.shared, configuration: configuration)
+                : try ProtectedStore(directory: location.data, deviceDirectory: location.device, clock: SystemClock.shared,
+                                     configuration: configuration)
+        }
         configuration.ownershipTimeout = .zero
         do {
-            return try ProtectedStore(directory: directory, clock: SystemClock.shared, configuration: configuration)
+            return try attempt()
         } catch where error.code == .storeBusy && options.wait.duration > .zero {
             if isatty(STDERR_FILENO) == 1 {
                 FileHandle.standardError.write(
@@ -59,7 +79,7 @@ struct Session {
             }
         }
         configuration.ownershipTimeout = options.wait.duration
-        return try ProtectedStore(directory: directory, clock: SystemClock.shared, configuration: configuration)
+        return try attempt()
     }
 
     /// Unlocks the device: a bare unlock without a passcode, else with the passcode

@@ -60,11 +60,48 @@ public final class ProtectedStore: Sendable {
             // The device was erased while this store was not open (or the erase was cut short):
             // its files from before are unreadable debris, removed before anything else.
             try fileSystem.removeTree(at: root)
+            try fileSystem.createDirectory(at: root)
+            try StoreIdentity.pair(root: root, device: device)
             try prepareRoot()
             try device.dataErased()
         } else {
+            try fileSystem.createDirectory(at: root)
+            try StoreIdentity.pair(root: root, device: device)
             try prepareRoot()
         }
+    }
+
+    /// A store whose device directory is kept apart from the data (`Keys/key-hierarchy.md` §10):
+    /// the data directory `directory` holds only encrypted files, names and metadata, and its
+    /// identity (``identifier(ofDataDirectory:)``); `deviceDirectory` holds the device key,
+    /// the effaceable key, the keybag and the attempt counter. A copy of the data alone can
+    /// neither be opened nor attacked offline; a data directory opened with another device's
+    /// directory, or with one made afresh, is `integrityFailure`.
+    public convenience init(
+        directory: URL,
+        deviceDirectory: URL,
+        clock: any DeviceClock = SystemClock.shared,
+        configuration: DeviceConfiguration = DeviceConfiguration()
+    ) throws(DataProtectionError) {
+        let device = try Device(directory: FilePath(deviceDirectory.path), clock: clock,
+                                configuration: configuration, fileSystem: PosixFileSystem())
+        try self.init(directory: directory, device: device)
+    }
+
+    /// A new device with `passcode` set from the start in `deviceDirectory`, and its store in
+    /// `directory`, kept apart (see ``init(directory:deviceDirectory:clock:configuration:)``).
+    ///
+    /// - Throws: ``DataProtectionError/Code/fileExists`` if a device is already there.
+    public convenience init(
+        creatingAt directory: URL,
+        deviceDirectory: URL,
+        passcode: String,
+        clock: any DeviceClock = SystemClock.shared,
+        configuration: DeviceConfiguration = DeviceConfiguration()
+    ) throws(DataProtectionError) {
+        let device = try Device(directory: FilePath(deviceDirectory.path), clock: clock, configuration: configuration,
+                                fileSystem: PosixFileSystem(), creatingWithPasscode: passcode)
+        try self.init(directory: directory, device: device)
     }
 
     /// A device and its store in one directory (`device/` and `files/` inside it).
@@ -391,7 +428,13 @@ public final class ProtectedStore: Sendable {
     }
 
     func deviceDidErase() {
-        try? prepareRoot()
+        do throws(DataProtectionError) {
+            try fileSystem.createDirectory(at: root)
+            try StoreIdentity.pair(root: root, device: device)
+            try prepareRoot()
+        } catch {
+            device.logger.error("could not prepare the store after an erase", metadata: ["error": "\(error.code.rawValue)"])
+        }
     }
 }
 

@@ -1,0 +1,53 @@
+import DataProtection
+import Foundation
+
+/// Where a store's two directories are: the data (encrypted files) and the device
+/// (the device key, the effaceable key, the keybag, the attempt counter), kept apart.
+///
+/// - `--device <dir>` or `$DPCTL_DEVICE` names the device directory;
+/// - else a store made before device directories moved out (`<store>/device` and
+///   `<store>/files` in one directory) is used as it is;
+/// - else the device directory is `$XDG_STATE_HOME/dpctl/<id>` (else
+///   `~/.local/state/dpctl/<id>`), `<id>` being the identifier in the data directory.
+struct StoreLocation {
+    let data: URL
+    let device: URL
+    /// `device/` and `files/` in the store directory (stores made before 0.2).
+    let combined: Bool
+
+    /// The device directory named by `--device` or `$DPCTL_DEVICE`, if any.
+    static func explicitDevice(_ options: StoreOptions) -> URL? {
+        if let device = options.device, !device.isEmpty { return URL(fileURLWithPath: device) }
+        if let device = ProcessInfo.processInfo.environment["DPCTL_DEVICE"], !device.isEmpty {
+            return URL(fileURLWithPath: device)
+        }
+        return nil
+    }
+
+    /// `$XDG_STATE_HOME/dpctl/<id>`, else `~/.local/state/dpctl/<id>`.
+    static func defaultDevice(identifier: String) -> URL {
+        let environment = ProcessInfo.processInfo.environment
+        let state = environment["XDG_STATE_HOME"].flatMap { $0.hasPrefix("/") ? URL(fileURLWithPath: $0) : nil }
+            ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".local/state")
+        return state.appendingPathComponent("dpctl").appendingPathComponent(identifier)
+    }
+
+    /// The existing store of `options`; `nil` if there is none at the store directory.
+    static func existing(_ options: StoreOptions) throws(DataProtectionError) -> StoreLocation? {
+        let directory = options.directory
+        let explicit = explicitDevice(options)
+        let combinedDevice = directory.appendingPathComponent("device")
+        if explicit == nil, FileManager.default.fileExists(atPath: combinedDevice.path) {
+            return StoreLocation(data: directory.appendingPathComponent("files"), device: combinedDevice, combined: true)
+        }
+        guard let identifier = try ProtectedStore.identifier(ofDataDirectory: directory) else { return nil }
+        let device = explicit ?? defaultDevice(identifier: identifier)
+        guard FileManager.default.fileExists(atPath: device.path) else {
+            throw DataProtectionError(
+                .integrityFailure,
+                "The device directory of the store at \(directory.path) is missing (\(device.path)): its data cannot be opened without it.",
+                hint: "Copy the device directory from the machine the store was made on, or pass --device <dir> (or set DPCTL_DEVICE).")
+        }
+        return StoreLocation(data: directory, device: device, combined: false)
+    }
+}
