@@ -40,7 +40,7 @@ struct RedactionTests {
                 try store.device.unlock(passcode: "1234")
                 // Tamper with a file: flip a byte of its first chunk record.
                 let files = root.appendingPathComponent("files")
-                for name in try FileManager.default.contentsOfDirectory(atPath: files.path) where name != "dpdir" {
+                for name in try FileManager.default.contentsOfDirectory(atPath: files.path) where name != "dpdir" && !name.hasPrefix(".") {
                     let url = files.appendingPathComponent(name)
                     guard var bytes = try? Data(contentsOf: url), bytes.count > 1100 else { continue }
                     bytes[1050] ^= 1

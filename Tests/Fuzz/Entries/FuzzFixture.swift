@@ -26,7 +26,7 @@ final class FuzzFixture: Sendable {
             try store.device.unlock()
             try store.write(Data("seed".utf8), to: "f", protection: ProtectionClass.none)
             let files = root.appendingPathComponent("files")
-            let names = try FileManager.default.contentsOfDirectory(atPath: files.path).filter { $0 != "dpdir" }
+            let names = try FileManager.default.contentsOfDirectory(atPath: files.path).filter { $0 != "dpdir" && !$0.hasPrefix(".") }
             precondition(names.count == 1, "the fuzz fixture holds one file")
             filePath = FilePath(files.appendingPathComponent(names[0]).path)
         } catch {

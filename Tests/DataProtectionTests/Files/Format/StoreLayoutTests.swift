@@ -148,7 +148,9 @@ struct StoreLayoutTests {
         let dpdir = try Data(contentsOf: root.appendingPathComponent("dpdir"))
         #expect(try mode(of: root.appendingPathComponent("dpdir")) == 0o600)
         let directory = try #require(FormatSpecNames.decodeDirectory(metadataKey: metadataKey, dpdir), "dpdir of /\(prefix)")
-        for entry in try FileManager.default.contentsOfDirectory(atPath: root.path) where entry != "dpdir" {
+        // The root also holds the store's identity (§11.3).
+        for entry in try FileManager.default.contentsOfDirectory(atPath: root.path)
+        where entry != "dpdir" && !(prefix.isEmpty && entry == ".dpstore") {
             #expect(!entry.hasPrefix("."), "no debris: \(entry)")
             let name = try #require(FormatSpecNames.decrypt(metadataKey: metadataKey, directoryID: directory.id, encoded: entry),
                                     "\(entry) decrypts")
