@@ -7,7 +7,7 @@ shares no code with the Swift sources). The libsodium primitives and the
 deterministic inputs come from generate.py, the key-hierarchy generator,
 which is itself written from key-hierarchy.md.
 
-    python3 Keys/vectors/generate_files.py           # (re)writes files/ and names/
+    python3 Keys/vectors/generate_files.py           # (re)writes files/, names/ and places/
     python3 Keys/vectors/generate_files.py --check   # fails if a vector on disk differs
 
 Every key, nonce and plaintext is derived from a fixed name, so running the
@@ -51,6 +51,7 @@ L_CLASS_B = b"DataProtection v1 class B file wrap"
 L_NAME_SIV = b"DataProtection v1 name siv"
 L_NAME = b"DataProtection v1 name"
 L_DIRECTORY = b"DataProtection v1 directory"
+L_PLACE = b"DataProtection v2 place"
 
 
 def label_key(key, label):
@@ -585,7 +586,9 @@ def file_vectors():
 
 # --- file-format.md, "Names" and "Directories" -----------------------------------
 
-DPDIR_LEN = 54
+DPDIR_LEN = 118
+DPDIR_V1_LEN = 54
+ROOT_PARENT = bytes(16)
 
 
 def b64url(data):
@@ -627,20 +630,37 @@ def decrypt_name(metadata_key, directory_id, text):
     return name
 
 
-def dpdir(metadata_key, directory_id, cls, mac_key=None, version=1, magic=b"DPDR"):
-    body = magic + bytes([version]) + directory_id + bytes([cls])
+def place_tag(metadata_key, kind, entry_id, directory_id, name):
+    """§10.2: kind is b"DPPF" (a file) or b"DPPD" (a directory)."""
+    return blake2b(kind + entry_id + directory_id + name, key=label_key(metadata_key, L_PLACE))
+
+
+def dpdir(metadata_key, directory_id, cls, places, mac_key=None, version=2, magic=b"DPDR"):
+    body = magic + bytes([version]) + directory_id + bytes([cls]) + b"".join(places)
     return body + blake2b(body, key=mac_key or label_key(metadata_key, L_DIRECTORY))
 
 
+def dpdir_at(metadata_key, directory_id, cls, parent_id, name, **changes):
+    tag = place_tag(metadata_key, b"DPPD", directory_id, parent_id, name)
+    return dpdir(metadata_key, directory_id, cls, [tag, tag], **changes)
+
+
 def decode_dpdir(metadata_key, data):
-    if len(data) != DPDIR_LEN:
+    """(id, class, places), or None; version 1 (read only to migrate) has no places."""
+    if len(data) not in (DPDIR_LEN, DPDIR_V1_LEN):
         return None
-    body, mac = data[:22], data[22:]
+    body, mac = data[:-32], data[-32:]
     if blake2b(body, key=label_key(metadata_key, L_DIRECTORY)) != mac:
         return None
-    if body[:4] != b"DPDR" or body[4] != 1 or body[21] not in (0, *CLASSES.values()):
+    version = 2 if len(data) == DPDIR_LEN else 1
+    if body[:4] != b"DPDR" or body[4] != version or body[21] not in (0, *CLASSES.values()):
         return None
-    return body[5:21], body[21]
+    places = [body[22:54], body[54:86]] if version == 2 else []
+    return body[5:21], body[21], places
+
+
+def dpdir_bound(metadata_key, parsed, parent_id, name):
+    return place_tag(metadata_key, b"DPPD", parsed[0], parent_id, name) in parsed[2]
 
 
 def name_fields(name):
@@ -652,10 +672,19 @@ def name_fields(name):
     return [("name", text)] if printable else [("name-hex", name.hex())]
 
 
-def name_vector(name, expect, description, metadata_key, directory, name_bytes, payload, step=None):
+def name_vector(name, expect, description, metadata_key, directory, name_bytes, payload, step=None,
+                place=(ROOT_PARENT, b"")):
     fields = [("expect", expect), ("description", description), ("metadata-key", metadata_key.hex()),
-              ("dpdir", directory.hex())]
+              ("dpdir", directory.hex()), ("dpdir-parent-id", place[0].hex()), ("dpdir-name-hex", place[1].hex())]
     parsed = decode_dpdir(metadata_key, directory)
+    if step == "place":
+        assert parsed is not None and not dpdir_bound(metadata_key, parsed, *place), name
+        fields += [("directory-id", parsed[0].hex()), ("fails-at", step)]
+        fields += name_fields(name_bytes)
+        vector("names/" + name, fields, payload.encode("ascii"))
+        return
+    if parsed is not None:
+        assert dpdir_bound(metadata_key, parsed, *place), name
     if expect == "success":
         assert parsed is not None
         assert encrypt_name(metadata_key, parsed[0], name_bytes) == payload
@@ -682,12 +711,14 @@ def name_vectors():
     key = fixed("name vectors/metadata key")
     root_id = fixed("name vectors/root id", 16)
     docs_id = fixed("name vectors/Documents id", 16)
-    root = dpdir(key, root_id, 0)
-    docs = dpdir(key, docs_id, CLASSES["complete"])
+    root = dpdir_at(key, root_id, 0, ROOT_PARENT, b"")
+    docs_place = (root_id, b"Documents")
+    docs = dpdir_at(key, docs_id, CLASSES["complete"], *docs_place)
 
-    def ok(name, description, directory, directory_id, plain):
+    def ok(name, description, directory, directory_id, plain, place=None):
         payload = encrypt_name(key, directory_id, plain)
-        name_vector(name, "success", description, key, directory, plain, payload)
+        place = place or (docs_place if directory_id == docs_id else (ROOT_PARENT, b""))
+        name_vector(name, "success", description, key, directory, plain, payload, place=place)
         return payload
 
     notes = ok("root_notes", "\"notes.txt\" in the root directory (no class given to it)", root, root_id, b"notes.txt")
@@ -712,8 +743,9 @@ def name_vectors():
             urlsafe_name = candidate
             break
 
-    def bad(name, description, directory, plain, payload, step="name"):
-        name_vector(name, "integrityFailure", description, key, directory, plain, payload, step)
+    def bad(name, description, directory, plain, payload, step="name", place=None):
+        place = place or (docs_place if directory in (docs,) else (ROOT_PARENT, b""))
+        name_vector(name, "integrityFailure", description, key, directory, plain, payload, step, place=place)
 
     raw_len = 24 + len(b"notes.txt") + 16
     bad("flipped_nonce", "root_notes with one bit of the synthetic nonce flipped", root, b"notes.txt",
@@ -746,15 +778,81 @@ def name_vectors():
 
     bad("dpdir_flipped_class", "root_notes; the dpdir's class byte flipped (0 -> 1)", flip(root, 21), b"notes.txt",
         notes, "dpdir")
-    bad("dpdir_flipped_mac", "root_notes; one bit of the dpdir's MAC flipped", flip(root, 53), b"notes.txt", notes,
-        "dpdir")
-    bad("dpdir_mac_under_metadata_key", "root_notes; the dpdir MACed with the metadata key itself", 
-        dpdir(key, root_id, 0, mac_key=key), b"notes.txt", notes, "dpdir")
-    bad("dpdir_unknown_class", "root_notes; a dpdir with an authentic MAC over class 6", dpdir(key, root_id, 6),
+    bad("dpdir_flipped_place", "root_notes; one bit of the dpdir's first place flipped", flip(root, 30),
         b"notes.txt", notes, "dpdir")
-    bad("dpdir_version_2", "root_notes; a dpdir with an authentic MAC over version 2",
-        dpdir(key, root_id, 0, version=2), b"notes.txt", notes, "dpdir")
+    bad("dpdir_flipped_mac", "root_notes; one bit of the dpdir's MAC flipped", flip(root, 117), b"notes.txt", notes,
+        "dpdir")
+    bad("dpdir_mac_under_metadata_key", "root_notes; the dpdir MACed with the metadata key itself",
+        dpdir_at(key, root_id, 0, ROOT_PARENT, b"", mac_key=key), b"notes.txt", notes, "dpdir")
+    bad("dpdir_unknown_class", "root_notes; a dpdir with an authentic MAC over class 6",
+        dpdir_at(key, root_id, 6, ROOT_PARENT, b""), b"notes.txt", notes, "dpdir")
+    bad("dpdir_version_3", "root_notes; a dpdir with an authentic MAC over version 3",
+        dpdir_at(key, root_id, 0, ROOT_PARENT, b"", version=3), b"notes.txt", notes, "dpdir")
+    bad("dpdir_version_1_places", "root_notes; a 118-byte dpdir with places but version 1",
+        dpdir_at(key, root_id, 0, ROOT_PARENT, b"", version=1), b"notes.txt", notes, "dpdir")
     bad("dpdir_truncated", "root_notes; the dpdir without its last byte", root[:-1], b"notes.txt", notes, "dpdir")
+    # Places (§10.2, §11.2).
+    bad("dpdir_version_1", "root_notes; an authentic version 1 dpdir (54 bytes, no places): it reads, to be "
+        "migrated, but binds no place", dpdir(key, root_id, 0, [], version=1), b"notes.txt", notes, "place")
+    other = (root_id, b"Other")
+    bad("dpdir_other_place", "Documents' dpdir found where \"Other\" is (two directories swapped on disk)", docs,
+        b"notes.txt", encrypt_name(key, docs_id, b"notes.txt"), "place", place=other)
+    bad("dpdir_other_parent", "Documents' dpdir under another parent (the directory moved on disk)", docs,
+        b"notes.txt", encrypt_name(key, docs_id, b"notes.txt"), "place", place=(docs_id, b"Documents"))
+    moving = dpdir(key, docs_id, CLASSES["complete"], [place_tag(key, b"DPPD", docs_id, *docs_place),
+                                                        place_tag(key, b"DPPD", docs_id, *other)])
+    ok("dpdir_moving_old_place", "Documents being moved to \"Other\": its dpdir binds both places; at the old one",
+       moving, docs_id, b"notes.txt", place=docs_place)
+    ok("dpdir_moving_new_place", "the same dpdir at the new place", moving, docs_id, b"notes.txt", place=other)
+    bad("dpdir_file_place", "a dpdir whose places are file tags (DPPF) for its own id and place",
+        dpdir(key, docs_id, CLASSES["complete"], [place_tag(key, b"DPPF", docs_id, *docs_place)] * 2), b"notes.txt",
+        encrypt_name(key, docs_id, b"notes.txt"), "place", place=docs_place)
+
+
+def place_vectors():
+    """A file's two place records (§4.1, §10.2): the payload is the 1024-byte header region's records,
+    record 0 then record 1 (64 bytes); the fields say the file id and the place it is found at."""
+    key = fixed("place vectors/metadata key")
+    file_id = fixed("place vectors/file id", 16)
+    other_id = fixed("place vectors/other file id", 16)
+    dir_id = fixed("place vectors/directory id", 16)
+    other_dir = fixed("place vectors/other directory id", 16)
+    here = (dir_id, b"notes.txt")
+
+    def tag(entry_id, place, kind=b"DPPF"):
+        return place_tag(key, kind, entry_id, *place)
+
+    def emit(name, description, records, place, bound):
+        assert (tag(file_id, place) in (records[:32], records[32:])) == bound, name
+        fields = [("expect", "success" if bound else "integrityFailure"), ("description", description),
+                  ("metadata-key", key.hex()), ("file-id", file_id.hex()), ("directory-id", place[0].hex()),
+                  ("name-hex", place[1].hex())]
+        if not bound:
+            fields.append(("fails-at", "place"))
+        vector("places/" + name, fields, records)
+
+    emit("at_rest", "\"notes.txt\" in its directory: both records bind it there", tag(file_id, here) * 2, here, True)
+    new = (dir_id, b"renamed.txt")
+    moving = tag(file_id, here) + tag(file_id, new)
+    emit("moving_old_name", "a move to \"renamed.txt\" cut before the rename: record 1 has the new place", moving,
+         here, True)
+    emit("moving_new_name", "the same move cut after the rename", moving, new, True)
+    emit("moved", "after the move: both records bind the new place; the old name no longer", tag(file_id, new) * 2,
+         here, False)
+    emit("swapped", "the records of \"other.txt\" (same directory): two names swapped on disk",
+         tag(file_id, (dir_id, b"other.txt")) * 2, here, False)
+    emit("other_directory", "the same name in another directory: the file moved on disk", tag(file_id, (other_dir,
+         b"notes.txt")) * 2, here, False)
+    emit("other_file", "another file's records for this very place, copied in", tag(other_id, here) * 2, here, False)
+    emit("directory_tag", "a directory tag (DPPD) for the file's id and place", tag(file_id, here, b"DPPD") * 2, here,
+         False)
+    emit("zero_records", "no records (a file written before places, never migrated)", bytes(64), here, False)
+    emit("flipped", "record 0 with one bit flipped, record 1 zero", flip(tag(file_id, here), 31) + bytes(32), here,
+         False)
+    emit("record_1_only", "record 0 zero, record 1 binds: bound", bytes(32) + tag(file_id, here), here, True)
+    root_place = (ROOT_PARENT, b"notes.txt")
+    emit("root_parent_zero_id", "the root's parent id (16 zero bytes) is never a directory's: bound only at its own "
+         "place", tag(file_id, root_place) * 2, here, False)
 
 
 # --- main --------------------------------------------------------------------------
@@ -766,6 +864,7 @@ def main():
         sys.exit("usage: generate_files.py [--check]")
     file_vectors()
     name_vectors()
+    place_vectors()
     stale = []
     for relative, content in sorted(VECTORS.items()):
         path = os.path.join(here, relative)
@@ -782,7 +881,7 @@ def main():
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "wb") as out:
                 out.write(content)
-    for folder in ("files", "names"):
+    for folder in ("files", "names", "places"):
         directory = os.path.join(here, folder)
         for entry in os.listdir(directory) if os.path.isdir(directory) else []:
             relative = folder + "/" + entry

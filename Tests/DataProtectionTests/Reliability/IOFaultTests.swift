@@ -76,6 +76,12 @@ struct IOFaultTests {
         Operation(name: "change a file's class") { store, _ in
             try store.setProtectionClass(.complete, ofItemAtPath: "/a.txt")
         },
+        Operation(name: "change a class none file's class (re-encrypted under a new key)") { store, _ in
+            try store.setProtectionClass(.complete, ofItemAtPath: "/dir/plain.txt")
+        },
+        Operation(name: "move the open file (rebound)") { store, _ in
+            try store.moveItem(atPath: "/a.txt", toPath: "/dir/a.txt")
+        },
         Operation(name: "change a directory's class") { store, _ in
             try store.setProtectionClass(.completeUnlessOpen, ofItemAtPath: "/dir")
         },
@@ -127,11 +133,12 @@ struct IOFaultTests {
     static let aText = patternBytes(40_000, seed: 1)
 
     /// The store every case starts from, on `fileSystem`: unlocked, passcode set,
-    /// `/a.txt` (3 chunks), `/dir/b.txt`, `/dir/empty/`; and a handle on `/a.txt`.
+    /// `/a.txt` (3 chunks), `/dir/b.txt`, `/dir/plain.txt` (class none), `/dir/empty/`; and a handle on `/a.txt`.
     static func prepare(_ root: URL, _ fileSystem: any FileSystem) throws -> (ProtectedStore, ProtectedFileHandle) {
         let store = try ScratchStore.unlocked(at: root, on: fileSystem, passcode: passcode)
         try store.write(aText, to: "/a.txt")
         try store.write(patternBytes(100, seed: 7), to: "/dir/b.txt", protection: .complete)
+        try store.write(patternBytes(30_000, seed: 8), to: "/dir/plain.txt", protection: ProtectionClass.none)
         try store.createDirectory(atPath: "/dir/empty")
         let handle = try store.openFile(atPath: "/a.txt")
         return (store, handle)

@@ -26,7 +26,8 @@ enum FileFormatFuzzing {
             let range = slot * FileHeader.slotByteCount..<(slot + 1) * FileHeader.slotByteCount
             guard var header = FileHeader.parse(slot: file.subdata(in: range))?.header else { continue }
             try? keys.wrap(into: &header, device: fixture.store.device)
-            file.replaceSubrange(range, with: header.encodedSlot(macKey: keys.macKey))
+            let fields = range.lowerBound..<range.lowerBound + FileHeader.slotFieldsByteCount  // the place record stays
+            file.replaceSubrange(fields, with: header.encodedSlot(macKey: keys.macKey))
             if newest.map({ header.generation > $0.generation }) ?? true { newest = header }
         }
         if let header = newest {

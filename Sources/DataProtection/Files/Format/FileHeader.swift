@@ -10,7 +10,11 @@ import SodiumBridge
 package struct FileHeader: Sendable, Hashable {
     static let magic = Data("DPFH".utf8)
     static let version: UInt8 = 1
+    /// The stride of the slots: slot `i` starts at `i * 512`.
     package static let slotByteCount = 512
+    /// The bytes of a slot area that are the slot (header writes cover these only); the
+    /// last 32 bytes of each area are a place record (``FilePlaceRecords``).
+    package static let slotFieldsByteCount = 480
     static let slotCount = 2
     /// Where chunk records start.
     package static let regionByteCount = slotByteCount * slotCount
@@ -71,11 +75,12 @@ package struct FileHeader: Sendable, Hashable {
         return writer.data
     }
 
-    /// The 512-byte slot: fields, MAC under the file's header key, zero padding.
+    /// The 480-byte slot: fields, MAC under the file's header key, zero padding (the
+    /// slot area's place record, its last 32 bytes, is not part of it).
     package func encodedSlot(macKey: SecureBytes) -> Data {
         let fields = authenticatedBytes
         let mac = BLAKE2b.mac(key: macKey, [.data(fields)])
-        return fields + mac + Data(count: Self.slotByteCount - fields.count - mac.count)
+        return fields + mac + Data(count: Self.slotFieldsByteCount - fields.count - mac.count)
     }
 
     /// A parsed slot whose MAC is not yet checked (checking needs the file key).

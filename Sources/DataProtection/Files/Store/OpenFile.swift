@@ -34,7 +34,9 @@ final class OpenFile: @unchecked Sendable {
     static let readLimit = ProcessInfo.processInfo.physicalMemory
 
     let device: Device
-    let identity: FileIdentity
+    /// The on-disk file's identity (a re-encrypting class change moves the file to a new one).
+    var identity: FileIdentity { lock.locked { currentIdentity } }
+    private var currentIdentity: FileIdentity
     private let lock = NSLock()
     private var file: DataFileDescriptor
     private var header: FileHeader
@@ -65,7 +67,7 @@ final class OpenFile: @unchecked Sendable {
     private init(device: Device, file: DataFileDescriptor, header: FileHeader, slot: Int, slotMAC: Data, keys: FileKeys) throws(DataProtectionError) {
         self.device = device
         self.file = file
-        self.identity = try file.identity()
+        self.currentIdentity = try file.identity()
         self.header = header
         self.slot = slot
         self.slotMAC = slotMAC
@@ -137,12 +139,15 @@ final class OpenFile: @unchecked Sendable {
 
     /// The class and size recorded in the newest well-formed header, read
     /// without any key (for `stat` and listings while locked; authenticated on the next read).
-    static func peekHeader(at path: FilePath, fileSystem: any FileSystem) throws(DataProtectionError) -> FileHeader {
-        let file = try DataFileDescriptor.open(path, fileSystem: fileSystem)
+    /// The newest header of the file at `path`, unauthenticated (no key is needed), if the
+    /// file is bound to `place`.
+    static func peekHeader(at path: FilePath, place: Place, device: Device) throws(DataProtectionError) -> FileHeader {
+        let file = try DataFileDescriptor.open(path, fileSystem: device.fileSystem)
         defer { file.close() }
         guard let newest = try readSlots(file).first else {
             throw .integrity("The file has no valid header: it is not a protected file, or it was tampered with.")
         }
+        try FilePlaceRecords.verify(file, fileID: newest.1.header.fileID, place: place, device: device)
         return newest.1.header
     }
 
@@ -163,11 +168,17 @@ final class OpenFile: @unchecked Sendable {
     /// The class of the file at `path`, authenticated when its class key is
     /// available; without the key, the class its header states (all that can be
     /// known); `nil` when the header does not authenticate (the stated class is a lie).
-    static func verifiedClass(at path: FilePath, device: Device) throws(DataProtectionError) -> ProtectionClass? {
+    static func verifiedClass(at path: FilePath, place: Place, device: Device) throws(DataProtectionError) -> ProtectionClass? {
         let file = try DataFileDescriptor.open(path, fileSystem: device.fileSystem)
         defer { file.close() }
         let slots = try readSlots(file)
         guard let newest = slots.first else { return nil }
+        // A file moved here from elsewhere on disk states nothing about this place.
+        do throws(DataProtectionError) {
+            try FilePlaceRecords.verify(file, fileID: newest.1.header.fileID, place: place, device: device)
+        } catch where error.code == .integrityFailure {
+            return nil
+        }
         for (_, candidate) in slots {
             do throws(DataProtectionError) {
                 let keys = try FileKeys.unwrap(candidate, device: device)
@@ -255,6 +266,15 @@ final class OpenFile: @unchecked Sendable {
     /// The on-disk path (follows renames made through the store).
     var path: FilePath { lock.locked { file.path } }
 
+    /// Refuses the file unless its place records bind it to `place` (`Keys/file-format.md` §10.2).
+    /// The id checked is the authenticated one of the current header.
+    func verifyPlace(_ place: Place) throws(DataProtectionError) {
+        // The records are read under the file's lock, the tag computed outside it (the
+        // device's lock is never taken while holding a file's).
+        let (file, fileID) = lock.locked { (self.file, header.fileID) }
+        try FilePlaceRecords.verify(file, fileID: fileID, place: place, device: device)
+    }
+
     func moved(to path: FilePath) {
         lock.locked { file = file.moved(to: path) }
     }
@@ -286,44 +306,47 @@ final class OpenFile: @unchecked Sendable {
     /// Reads up to `count` bytes at `offset` (fewer at the end of the file).
     func read(at offset: UInt64, count: Int) throws(DataProtectionError) -> Data {
         try lock.locked { () throws(DataProtectionError) -> Data in
-            let keys = try requireKeys()
-            guard offset < size, count > 0 else { return Data() }
-            let end = min(size, offset + UInt64(count))
-            // A read this large cannot be allocated (a whole-file read of a huge sparse file):
-            // an error, not a crash of the process.
-            guard end - offset <= Self.readLimit else {
-                throw DataProtectionError(.invalidArgument,
-                    "Reading \(end - offset) bytes at once needs more memory than this machine has; read the file in pieces through a handle.")
-            }
-            var out = Data(count: Int(end - offset))
-            let shift = UInt64(header.chunkShift)
-            let recordedCount = header.records(forLength: recordedLength)
-            var position = offset
-            while position < end {
-                let index = position >> shift
-                let chunkStart = index << shift
-                if let cached = cache[index]?.buffer {
-                    let upTo = min(end, chunkStart + UInt64(header.chunkSize))
-                    // Straight into `out`: a temporary copy would be plaintext left behind.
-                    cached.copyBytes(in: Int(position - chunkStart)..<Int(upTo - chunkStart), into: &out, at: Int(position - offset))
-                    position = upTo
-                    continue
-                }
-                guard index < recordedCount else {
-                    // Past the recorded end and not cached: zeros (a gap to be filled at flush).
-                    position = min(end, chunkStart + UInt64(header.chunkSize))
-                    continue
-                }
-                // A run of uncached recorded chunks: one pread, decrypted straight into `out`.
-                var last = index
-                while last + 1 < recordedCount, last - index < 63, cache[last + 1] == nil, (last + 1) << shift < end {
-                    last += 1
-                }
-                try decryptRun(index...last, keys: keys, into: &out, offset: offset, from: position, to: end)
-                position = min(end, (last + 1) << shift)
-            }
-            return out
+            try readLocked(at: offset, count: count, keys: try requireKeys())
         }
+    }
+
+    private func readLocked(at offset: UInt64, count: Int, keys: FileKeys) throws(DataProtectionError) -> Data {
+        guard offset < size, count > 0 else { return Data() }
+        let end = min(size, offset + UInt64(count))
+        // A read this large cannot be allocated (a whole-file read of a huge sparse file):
+        // an error, not a crash of the process.
+        guard end - offset <= Self.readLimit else {
+            throw DataProtectionError(.invalidArgument,
+                "Reading \(end - offset) bytes at once needs more memory than this machine has; read the file in pieces through a handle.")
+        }
+        var out = Data(count: Int(end - offset))
+        let shift = UInt64(header.chunkShift)
+        let recordedCount = header.records(forLength: recordedLength)
+        var position = offset
+        while position < end {
+            let index = position >> shift
+            let chunkStart = index << shift
+            if let cached = cache[index]?.buffer {
+                let upTo = min(end, chunkStart + UInt64(header.chunkSize))
+                // Straight into `out`: a temporary copy would be plaintext left behind.
+                cached.copyBytes(in: Int(position - chunkStart)..<Int(upTo - chunkStart), into: &out, at: Int(position - offset))
+                position = upTo
+                continue
+            }
+            guard index < recordedCount else {
+                // Past the recorded end and not cached: zeros (a gap to be filled at flush).
+                position = min(end, chunkStart + UInt64(header.chunkSize))
+                continue
+            }
+            // A run of uncached recorded chunks: one pread, decrypted straight into `out`.
+            var last = index
+            while last + 1 < recordedCount, last - index < 63, cache[last + 1] == nil, (last + 1) << shift < end {
+                last += 1
+            }
+            try decryptRun(index...last, keys: keys, into: &out, offset: offset, from: position, to: end)
+            position = min(end, (last + 1) << shift)
+        }
+        return out
     }
 
     private func decryptRun(
@@ -769,6 +792,49 @@ final class OpenFile: @unchecked Sendable {
             next.generation = try Self.generation(after: next.generation)
             try writeSlot(next, keys: keys)
             try file.synchronize()
+        }
+    }
+
+    /// Gives the file a new file key and re-encrypts its content in `newClass` (a class change
+    /// away from `none`, whose key only device secrets protect: an old copy of the header must
+    /// not open what is written from now on). What is buffered is flushed first; the new file
+    /// is written beside the old one and renamed over it, so the change is atomic; open handles
+    /// go on with the new file. `place` is the file's place, `storePath` its path (messages).
+    func reencrypt(to newClass: ProtectionClass, place: Place, storePath: StorePath) throws(DataProtectionError) {
+        try lock.locked { () throws(DataProtectionError) in
+            let keys = try requireKeys()
+            try flushLocked(durable: true, keys: keys)
+            let writer = try ProtectedFileWriter(target: file.path, place: place, storePath: storePath,
+                                                 protectionClass: newClass, device: device)
+            var offset: UInt64 = 0
+            while offset < size {
+                let piece = try readLocked(at: offset, count: 1 << 20, keys: keys)
+                guard !piece.isEmpty else { break }
+                try writer.append(piece, wipingAfterUse: true)  // plaintext passing through
+                offset += UInt64(piece.count)
+            }
+            let (newHeader, newKeys) = try writer.commitTakingKeys()
+            let replacement: DataFileDescriptor
+            do throws(DataProtectionError) {
+                replacement = try DataFileDescriptor.open(file.path, fileSystem: device.fileSystem)
+                currentIdentity = try replacement.identity()
+            } catch {
+                newKeys.wipe()
+                throw error
+            }
+            wipeCache()
+            file.close()
+            file = replacement
+            let encoded = newHeader.encodedSlot(macKey: newKeys.macKey)
+            header = newHeader
+            slot = 0
+            slotMAC = encoded.subdata(in: FileHeader.authenticatedByteCount..<FileHeader.authenticatedByteCount + 32)
+            keys.wipe()
+            self.keys = newKeys
+            size = newHeader.length
+            recordedLength = newHeader.length
+            allocatedAhead = false
+            unsynced = false
         }
     }
 

@@ -222,14 +222,14 @@ extension ProtectedStore {
                 throw DataProtectionError(.isADirectory, "\(storePath) is a directory.")
             case .missing:
                 guard create else { throw DataProtectionError(.fileNotFound, "No such file: \(storePath).") }
-                let parent = try directoryMetadata(at: location.parentDisk)
-                let writer = try ProtectedFileWriter(target: location.disk, storePath: storePath,
+                let parent = location.parent
+                let writer = try ProtectedFileWriter(target: location.disk, place: location.place, storePath: storePath,
                                                      protectionClass: protection ?? parent.protectionClass ?? .default, device: device)
                 // Opened with the key it was written with: a class B file created while locked has no other way in.
                 let file = try register(try writer.commitAndOpen(device: device))
                 return ProtectedFileHandle(store: self, file: file, mode: mode)
             case .file:
-                let file = try acquire(location.disk)
+                let file = try acquire(location)
                 return ProtectedFileHandle(store: self, file: file, mode: mode)
             }
         }

@@ -23,6 +23,8 @@ final class ProtectedFileWriter {
     private let file: DataFileDescriptor
     private var header: FileHeader
     private let keys: FileKeys
+    /// The tag binding the new file to the target's place (both place records).
+    private let placeTag: Data
     /// The chunks of the batch being gathered (all whole chunks).
     private var pending: [ChunkPlaintext] = []
     /// Chunk buffers for pieces smaller than a chunk: `staging[pending.count]` is being filled.
@@ -38,11 +40,20 @@ final class ProtectedFileWriter {
     /// Buffers of the store's own plaintext to zero once the pending chunks are sealed.
     private var toWipe: [Data] = []
 
-    /// Starts a file of `protectionClass` to replace (or create) `target`.
+    /// Starts a file of `protectionClass` to replace (or create) `target`, which is `place`.
     ///
     /// - Throws: `protectedDataUnavailable` when a file of that class cannot be created now.
-    init(target: FilePath, storePath: StorePath, protectionClass: ProtectionClass, device: Device, creationDate: Date = Date()) throws(DataProtectionError) {
+    init(
+        target: FilePath, place: Place, storePath: StorePath, protectionClass: ProtectionClass, device: Device,
+        creationDate: Date = Date()
+    ) throws(DataProtectionError) {
         (header, keys) = try OpenFile.newHeader(protectionClass: protectionClass, device: device, now: creationDate)
+        do throws(DataProtectionError) {
+            placeTag = try place.tag(of: .file, id: header.fileID, device: device)
+        } catch {
+            keys.wipe()
+            throw error
+        }
         self.target = target
         self.storePath = storePath
         let name = target.lastComponent?.string ?? "file"
@@ -157,7 +168,7 @@ final class ProtectedFileWriter {
         wipeUsedBuffers()
         try output.finish()
         header.allocatedRecords = index
-        try file.write(header.encodedSlot(macKey: keys.macKey) + Data(count: FileHeader.slotByteCount), at: 0)
+        try file.write(FilePlaceRecords.newRegion(slot: header.encodedSlot(macKey: keys.macKey), tag: placeTag), at: 0)
         try file.synchronize()
         file.close()
         finished = true
@@ -173,8 +184,14 @@ final class ProtectedFileWriter {
 
     /// Commits, then opens the new file with the keys it was written with.
     func commitAndOpen(device: Device) throws(DataProtectionError) -> OpenFile {
+        let (header, keys) = try commitTakingKeys()
+        return try OpenFile.adopt(at: target, header: header, keys: keys, device: device)
+    }
+
+    /// Commits, then gives the header and (a copy of) the keys the file was written with.
+    func commitTakingKeys() throws(DataProtectionError) -> (FileHeader, FileKeys) {
         try commit()
-        return try OpenFile.adopt(at: target, header: header, keys: FileKeys(fileKey: SecureBytes(copying: keys.fileKey)), device: device)
+        return (header, FileKeys(fileKey: SecureBytes(copying: keys.fileKey)))
     }
 
     /// The plaintext length written so far.

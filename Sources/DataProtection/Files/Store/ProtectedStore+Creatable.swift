@@ -8,7 +8,7 @@ extension ProtectedStore {
     /// or a component is a file (`makeDirectories` reports `notADirectory`, which wins).
     func checkCreatableBeforeMakingParents(_ path: StorePath, protection: ProtectionClass?) throws(DataProtectionError) {
         var disk = root
-        var metadata = try directoryMetadata(at: root)
+        var metadata = try directoryMetadata(at: root, place: .root)
         for name in path.parent.components {
             let entry = disk.appending(try NameCipher.encrypt(name, directoryID: metadata.id, device: device))
             switch try kind(of: entry) {
@@ -16,7 +16,7 @@ extension ProtectedStore {
                 return
             case .directory:
                 disk = entry
-                metadata = try directoryMetadata(at: disk)
+                metadata = try directoryMetadata(at: disk, place: Place(directoryID: metadata.id, name: name))
             case .missing:
                 let protectionClass = protection ?? metadata.protectionClass ?? .default
                 guard protectionClass == .completeUnlessOpen || device.hasClassKey(for: protectionClass) else {

@@ -73,11 +73,11 @@ extension ProtectedStore {
                 if exclusive { throw DataProtectionError(.fileExists, "\(storePath) already exists.") }
                 // Replacing content never silently lowers protection.
                 // A tampered class byte must not choose the new file's class: authenticate it if possible.
-                if protectionClass == nil { protectionClass = try OpenFile.verifiedClass(at: location.disk, device: device) }
+                if protectionClass == nil { protectionClass = try OpenFile.verifiedClass(at: location.disk, place: location.place, device: device) }
             case .missing:
                 break
             }
-            return try ProtectedFileWriter(target: location.disk, storePath: storePath,
+            return try ProtectedFileWriter(target: location.disk, place: location.place, storePath: storePath,
                                            protectionClass: protectionClass ?? parent.protectionClass ?? .default, device: device)
         }
     }
@@ -114,7 +114,7 @@ extension ProtectedStore {
             switch location.kind {
             case .missing: throw DataProtectionError(.fileNotFound, "No such file: \(storePath).")
             case .directory: throw DataProtectionError(.isADirectory, "\(storePath) is a directory.")
-            case .file: return try acquire(location.disk)
+            case .file: return try acquire(location)
             }
         }
     }
@@ -146,11 +146,11 @@ extension ProtectedStore {
             case .missing:
                 throw DataProtectionError(.fileNotFound, "No such file or directory: \(storePath).")
             case .directory:
-                let metadata = try directoryMetadata(at: location.disk)
+                let metadata = try directoryMetadata(at: location.disk, place: location.place)
                 return ProtectedItemAttributes(type: .directory, size: 0, protectionClass: metadata.protectionClass,
                                                creationDate: nil, modificationDate: modification)
             case .file:
-                let header = try OpenFile.peekHeader(at: location.disk, fileSystem: fileSystem)
+                let header = try OpenFile.peekHeader(at: location.disk, place: location.place, device: device)
                 let size = openFile(for: location.disk)?.currentSize ?? header.length
                 return ProtectedItemAttributes(
                     type: .file, size: size, protectionClass: header.protectionClass,
@@ -178,15 +178,23 @@ extension ProtectedStore {
             case .missing:
                 throw DataProtectionError(.fileNotFound, "No such file or directory: \(storePath).")
             case .directory:
-                var metadata = try directoryMetadata(at: location.disk)
+                var metadata = try directoryMetadata(at: location.disk, place: location.place)
                 metadata.protectionClass = protectionClass
                 try AtomicFileWriter(fileSystem: fileSystem).write(
                     [.data(metadata.encoded(device: device))], to: location.disk.appending(DirectoryMetadata.fileName))
                 state.withLock { $0.directories[location.disk] = metadata }
             case .file:
-                let file = try acquire(location.disk)
+                let file = try acquire(location)
                 defer { try? release(file) }
-                try file.changeClass(to: protectionClass)
+                if file.protectionClass == .none && protectionClass != .none {
+                    // Away from `none`: a new key and new ciphertext (the old header opens with device
+                    // secrets alone). The file becomes a new on-disk file: its open entry follows it.
+                    let before = file.identity
+                    try file.reencrypt(to: protectionClass, place: location.place, storePath: storePath)
+                    reidentify(file, from: before)
+                } else {
+                    try file.changeClass(to: protectionClass)
+                }
             }
         }
     }
@@ -246,28 +254,48 @@ extension ProtectedStore {
             if origin.kind == .directory, to.components.starts(with: from.components) {
                 throw DataProtectionError.invalidArgument("Cannot move \(from) into itself.")
             }
-            let open = origin.kind == .file ? openFile(for: origin.disk) : nil
             if origin.kind == .file {
-                let journal = OpenFile.journalPath(for: origin.disk)
-                if let pending = try fileSystem.readFile(at: journal) {
-                    // A crash left a journal the file needs: it must be beside the file at every
-                    // instant, so a durable copy goes first and the original last.
-                    try AtomicFileWriter(fileSystem: fileSystem).write([.data(pending)], to: OpenFile.journalPath(for: target.disk))
-                    try fileSystem.rename(origin.disk, to: target.disk)
-                    try fileSystem.removeFile(at: journal)
-                } else {
-                    try fileSystem.rename(origin.disk, to: target.disk)
+                let open = openFile(for: origin.disk)
+                try FilePlaceRecords.move(fileAt: origin.disk, from: origin.place, to: target.place, device: device) { () throws(DataProtectionError) in
+                    let journal = OpenFile.journalPath(for: origin.disk)
+                    if let pending = try fileSystem.readFile(at: journal) {
+                        // A crash left a journal the file needs: it must be beside the file at every
+                        // instant, so a durable copy goes first and the original last.
+                        try AtomicFileWriter(fileSystem: fileSystem).write([.data(pending)], to: OpenFile.journalPath(for: target.disk))
+                        try fileSystem.rename(origin.disk, to: target.disk)
+                        try fileSystem.removeFile(at: journal)
+                    } else {
+                        try fileSystem.rename(origin.disk, to: target.disk)
+                    }
+                    open?.moved(to: target.disk)
+                    try synchronizeDirectories(of: origin, target)
                 }
-                open?.moved(to: target.disk)
             } else {
-                try fileSystem.rename(origin.disk, to: target.disk)
-                forgetDirectories()
-            }
-            try fileSystem.synchronizeDirectory(at: target.parentDisk)
-            if target.parentDisk != origin.parentDisk {
-                try fileSystem.synchronizeDirectory(at: origin.parentDisk)
+                try moveDirectory(origin, to: target)
             }
         }
+    }
+
+    /// Makes a rename from `origin` to `target` durable.
+    private func synchronizeDirectories(of origin: Location, _ target: Location) throws(DataProtectionError) {
+        try fileSystem.synchronizeDirectory(at: target.parentDisk)
+        if target.parentDisk != origin.parentDisk {
+            try fileSystem.synchronizeDirectory(at: origin.parentDisk)
+        }
+    }
+
+    /// Renames a directory and rebinds it (its `dpdir`) to its new place: bound to both places
+    /// before the rename, to the new one only after it, so a crash leaves it bound wherever it is.
+    private func moveDirectory(_ origin: Location, to target: Location) throws(DataProtectionError) {
+        let metadata = try directoryMetadata(at: origin.disk, place: origin.place)
+        let metadataPath = origin.disk.appending(DirectoryMetadata.fileName)
+        let writer = AtomicFileWriter(fileSystem: fileSystem)
+        try writer.write([.data(metadata.placed(origin.place, target.place, device: device).encoded(device: device))], to: metadataPath)
+        forgetDirectories()
+        try fileSystem.rename(origin.disk, to: target.disk)
+        try synchronizeDirectories(of: origin, target)
+        try writer.write([.data(metadata.placed(target.place, target.place, device: device).encoded(device: device))],
+                         to: target.disk.appending(DirectoryMetadata.fileName))
     }
 
     /// Copies the file at `source` to `destination` (which must not exist), in the
@@ -286,7 +314,7 @@ extension ProtectedStore {
                 throw DataProtectionError(.fileNotFound, "No such directory: \(to.parent).")
             }
             guard try locate(to).kind == .missing else { throw DataProtectionError(.fileExists, "\(to) already exists.") }
-            let file = try acquire(origin.disk)
+            let file = try acquire(origin)
             defer { try? release(file) }
             let size = file.currentSize
             try writeFile(at: destination, protection: protection ?? file.protectionClass, exclusive: true) { writer throws(DataProtectionError) in
@@ -337,7 +365,7 @@ extension ProtectedStore {
             case .file: throw DataProtectionError(.notADirectory, "Not a directory: \(storePath).")
             case .directory: break
             }
-            let metadata = try directoryMetadata(at: location.disk)
+            let metadata = try directoryMetadata(at: location.disk, place: location.place)
             var names: [String] = []
             for entry in try fileSystem.contentsOfDirectory(at: location.disk) where Self.isEntryName(entry) {
                 guard let name = try NameCipher.decrypt(entry, directoryID: metadata.id, device: device) else {
@@ -359,9 +387,10 @@ extension ProtectedStore {
     @discardableResult
     func makeDirectories(_ path: StorePath, protection: ProtectionClass?) throws(DataProtectionError) -> DirectoryMetadata {
         var disk = root
-        var metadata = try directoryMetadata(at: root)
+        var metadata = try directoryMetadata(at: root, place: .root)
         for (position, name) in path.components.enumerated() {
             let entry = disk.appending(try NameCipher.encrypt(name, directoryID: metadata.id, device: device))
+            let place = Place(directoryID: metadata.id, name: name)
             switch try kind(of: entry) {
             case .file:
                 throw DataProtectionError(.notADirectory, "Not a directory: \(StorePath(components: Array(path.components.prefix(position + 1)))).")
@@ -369,11 +398,12 @@ extension ProtectedStore {
                 break
             case .missing:
                 let isLast = position == path.components.count - 1
-                let created = DirectoryMetadata(id: Random.bytes(count: 16), protectionClass: (isLast ? protection : nil) ?? metadata.protectionClass)
+                let created = try DirectoryMetadata(id: Random.bytes(count: 16), protectionClass: (isLast ? protection : nil) ?? metadata.protectionClass,
+                                                    place: place, device: device)
                 try createDirectoryEntry(created, at: entry, in: disk)
             }
             disk = entry
-            metadata = try directoryMetadata(at: disk)
+            metadata = try directoryMetadata(at: disk, place: place)
         }
         return metadata
     }

@@ -61,13 +61,11 @@ public final class ProtectedStore: Sendable {
             // its files from before are unreadable debris, removed before anything else.
             try fileSystem.removeTree(at: root)
             try fileSystem.createDirectory(at: root)
-            try StoreIdentity.pair(root: root, device: device)
-            try prepareRoot()
+            try openRoot()
             try device.dataErased()
         } else {
             try fileSystem.createDirectory(at: root)
-            try StoreIdentity.pair(root: root, device: device)
-            try prepareRoot()
+            try openRoot()
         }
     }
 
@@ -152,7 +150,7 @@ public final class ProtectedStore: Sendable {
             try fileSystem.createDirectory(at: root)
             let metadataPath = root.appending(DirectoryMetadata.fileName)
             if try fileSystem.readFile(at: metadataPath) == nil {
-                let metadata = DirectoryMetadata(id: Random.bytes(count: 16), protectionClass: nil)
+                let metadata = try DirectoryMetadata(id: Random.bytes(count: 16), protectionClass: nil, place: .root, device: device)
                 try AtomicFileWriter(fileSystem: fileSystem).write([.data(metadata.encoded(device: device))], to: metadataPath)
             }
             removeDebris(under: root)
@@ -174,13 +172,18 @@ public final class ProtectedStore: Sendable {
         }
     }
 
-    /// The metadata of the on-disk directory `path`.
-    func directoryMetadata(at path: FilePath) throws(DataProtectionError) -> DirectoryMetadata {
+    /// The metadata of the on-disk directory `path`, which must be bound to `place` (a
+    /// directory moved or swapped on disk behind the store's back is `integrityFailure`).
+    func directoryMetadata(at path: FilePath, place: Place) throws(DataProtectionError) -> DirectoryMetadata {
         if let cached = state.withLock({ $0.directories[path] }) { return cached }
         guard let data = try fileSystem.readFile(at: path.appending(DirectoryMetadata.fileName)) else {
             throw .integrity("A store directory has lost its metadata: the store was tampered with.")
         }
         let metadata = try DirectoryMetadata.decode(data, device: device)
+        guard try metadata.isBound(to: place, device: device) else {
+            throw .integrity("A directory is not where the store put it (\(place.name.isEmpty ? "the root" : place.name) was moved or swapped on disk behind the store's back).",
+                             hint: "Restore the store directory from a backup.")
+        }
         state.withLock { $0.directories[path] = metadata }
         return metadata
     }
@@ -201,12 +204,18 @@ public final class ProtectedStore: Sendable {
         let parentDisk: FilePath
         let parent: DirectoryMetadata
         let kind: Kind
+
+        /// Where the entry belongs (its parent's id and its name): what its metadata must bind.
+        var place: Place {
+            guard let name = path.components.last else { return .root }
+            return Place(directoryID: parent.id, name: name)
+        }
     }
 
     /// Resolves `path`: every ancestor must exist and be a directory.
     func locate(_ path: StorePath) throws(DataProtectionError) -> Location {
         var disk = root
-        var metadata = try directoryMetadata(at: root)
+        var metadata = try directoryMetadata(at: root, place: .root)
         if path.isRoot {
             return Location(path: path, disk: root, parentDisk: root, parent: metadata, kind: .directory)
         }
@@ -223,7 +232,7 @@ public final class ProtectedStore: Sendable {
                 throw DataProtectionError(.notADirectory, "Not a directory: \(StorePath(components: Array(path.components.prefix(position + 1)))).")
             case .directory:
                 disk = entry
-                metadata = try directoryMetadata(at: disk)
+                metadata = try directoryMetadata(at: disk, place: Place(directoryID: metadata.id, name: name))
             }
         }
         preconditionFailure("unreachable")
@@ -244,9 +253,21 @@ public final class ProtectedStore: Sendable {
 
     // MARK: - Open files
 
-    /// The shared open file for the file at `disk`, opened if needed (needs the class key
-    /// unless the file is already open with its key, as class B files are).
-    func acquire(_ disk: FilePath) throws(DataProtectionError) -> OpenFile {
+    /// The shared open file for the file at `location`, opened if needed (needs the class key
+    /// unless the file is already open with its key, as class B files are). A file that is
+    /// not bound to the location's place (moved on disk behind the store's back) is refused.
+    func acquire(_ location: Location) throws(DataProtectionError) -> OpenFile {
+        let file = try acquire(location.disk)
+        do throws(DataProtectionError) {
+            try file.verifyPlace(location.place)
+        } catch {
+            try? release(file)
+            throw error
+        }
+        return file
+    }
+
+    private func acquire(_ disk: FilePath) throws(DataProtectionError) -> OpenFile {
         let identity = try identity(of: disk)
         enum Step { case shared(OpenFile), open, wait }
         while true {
@@ -328,6 +349,16 @@ public final class ProtectedStore: Sendable {
         guard last else { return }
         defer { settle(file.identity) }
         try file.close(flushing: true)
+    }
+
+    /// Files `file` (open, in use by the caller) under its new identity after it was replaced
+    /// on disk by a new file (a re-encrypting class change).
+    func reidentify(_ file: OpenFile, from old: FileIdentity) {
+        state.withLock { state in
+            guard let entry = state.openFiles[old], entry.file === file else { return }
+            state.openFiles.removeValue(forKey: old)
+            state.openFiles[file.identity] = entry
+        }
     }
 
     func openFile(for disk: FilePath) -> OpenFile? {
@@ -430,8 +461,7 @@ public final class ProtectedStore: Sendable {
     func deviceDidErase() {
         do throws(DataProtectionError) {
             try fileSystem.createDirectory(at: root)
-            try StoreIdentity.pair(root: root, device: device)
-            try prepareRoot()
+            try openRoot()
         } catch {
             device.logger.error("could not prepare the store after an erase", metadata: ["error": "\(error.code.rawValue)"])
         }

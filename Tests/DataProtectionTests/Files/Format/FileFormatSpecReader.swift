@@ -23,6 +23,7 @@ enum FormatSpecLabel {
     static let siv = "DataProtection v1 name siv"
     static let name = "DataProtection v1 name"
     static let directory = "DataProtection v1 directory"
+    static let place = "DataProtection v2 place"
 }
 
 enum FormatSpec {
@@ -90,7 +91,8 @@ struct FormatSpecSlot: Sendable {
     var wrappedKey: Data { bytes.subdata(in: 112..<160) }
     var authenticated: Data { bytes.subdata(in: 0..<160) }
     var mac: Data { bytes.subdata(in: 160..<192) }
-    var padding: Data { bytes.subdata(in: 192..<512) }
+    /// Bytes 192-479 (480-511 of the slot area are the place record, §4.1).
+    var padding: Data { bytes.subdata(in: 192..<480) }
 
     init(_ bytes: Data) {
         precondition(bytes.count == FormatSpec.slotByteCount)
@@ -391,16 +393,26 @@ enum FormatSpecNames {
         return name
     }
 
-    /// §11.2: the directory id and class byte, or `nil` when the `dpdir` is refused.
-    static func decodeDirectory(metadataKey: SecureBytes, _ data: Data) -> (id: Data, classByte: UInt8)? {
+    /// §11.2: the directory id, class byte and places, or `nil` when the `dpdir` is refused
+    /// (version 1, 54 bytes, is read with no places).
+    static func decodeDirectory(metadataKey: SecureBytes, _ data: Data) -> (id: Data, classByte: UInt8, places: [Data])? {
         let data = Data(data)
-        guard data.count == 54 else { return nil }
+        guard data.count == 118 || data.count == 54 else { return nil }
+        let version: UInt8 = data.count == 118 ? 2 : 1
         let key = FormatSpec.labelKey(metadataKey, FormatSpecLabel.directory)
         defer { key.wipe() }
-        guard ConstantTime.equals(BLAKE2b.mac(key: key, [.data(data.subdata(in: 0..<22))]), data.subdata(in: 22..<54)),
-              data.subdata(in: 0..<4) == Data("DPDR".utf8), data[4] == 1, data[21] <= 5
+        guard ConstantTime.equals(BLAKE2b.mac(key: key, [.data(data.prefix(data.count - 32))]), data.suffix(32)),
+              data.subdata(in: 0..<4) == Data("DPDR".utf8), data[4] == version, data[21] <= 5
         else { return nil }
-        return (data.subdata(in: 5..<21), data[21])
+        let places = version == 2 ? [data.subdata(in: 22..<54), data.subdata(in: 54..<86)] : []
+        return (data.subdata(in: 5..<21), data[21], places)
+    }
+
+    /// §10.2: the place tag of `kind` (`"DPPF"` or `"DPPD"`) for the entry `id` at `name` in `directoryID`.
+    static func placeTag(metadataKey: SecureBytes, kind: String, id: Data, directoryID: Data, name: Data) -> Data {
+        let key = FormatSpec.labelKey(metadataKey, FormatSpecLabel.place)
+        defer { key.wipe() }
+        return BLAKE2b.mac(key: key, [.data(Data(kind.utf8)), .data(id), .data(directoryID), .data(name)])
     }
 
     /// On-disk characters of an `n`-byte name: `ceil(4(40 + n) / 3)`.

@@ -47,7 +47,7 @@ struct FileFormatVectorTests {
                 let fileKey = try #require(FormatSpecReader.unwrap(current.header, keys: keys))
                 let fileKeys = FileKeys(fileKey: fileKey)
                 defer { fileKeys.wipe() }
-                #expect(parsed.header.encodedSlot(macKey: fileKeys.macKey) == current.header.bytes)
+                #expect(parsed.header.encodedSlot(macKey: fileKeys.macKey) == current.header.bytes.prefix(FileHeader.slotFieldsByteCount))
             }
         case "integrityFailure":
             let step = try #require(FormatSpecStep(rawValue: try vector.field("fails-at")), "unknown fails-at")
@@ -102,7 +102,9 @@ struct FileFormatVectorTests {
         let directoryBytes = try vector.hex("dpdir")
         let encoded = try #require(String(data: vector.payload, encoding: .utf8), "the payload is ASCII")
         let plain = try vector.fields["name"].map { Data($0.utf8) } ?? vector.hex("name-hex")
-        #expect(expect == "success" ? failsAt == nil : (failsAt == "dpdir" || failsAt == "name"))
+        #expect(expect == "success" ? failsAt == nil : ["dpdir", "place", "name"].contains(failsAt))
+        let place = Place(directoryID: try vector.hex("dpdir-parent-id"),
+                          name: try #require(String(data: try vector.hex("dpdir-name-hex"), encoding: .utf8)))
 
         try withFormatScratchDirectory { directory in
             let device = try FormatVectorDevice.boot(at: directory, keys: [.metadata: metadataKeyBytes])
@@ -121,6 +123,13 @@ struct FileFormatVectorTests {
                 return
             }
             let directoryMetadata = try #require(metadata)
+            let bound = try directoryMetadata.isBound(to: place, device: device)
+            let specBound = spec?.places.contains(FormatSpecNames.placeTag(
+                metadataKey: metadataKey, kind: "DPPD", id: directoryMetadata.id, directoryID: place.directoryID,
+                name: Data(place.name.utf8))) ?? false
+            #expect(bound == (failsAt != "place"), "the dpdir's place binding")
+            #expect(specBound == bound, "DirectoryMetadata.isBound and §10.2 disagree")
+            if failsAt == "place" { return }
             let id = try vector.hex("directory-id")
             #expect(directoryMetadata.id == id)
             #expect(spec?.id == id)
@@ -147,6 +156,42 @@ struct FileFormatVectorTests {
         }
     }
 
+    @Test("Place vector", arguments: FormatVectorFile.names(in: "places"))
+    func placeRecords(_ name: String) throws {
+        let vector = try FormatVectorFile(name)
+        let metadataKeyBytes = try vector.hex("metadata-key")
+        let fileID = try vector.hex("file-id")
+        let directoryID = try vector.hex("directory-id")
+        let nameBytes = try vector.hex("name-hex")
+        let place = Place(directoryID: directoryID, name: try #require(String(data: nameBytes, encoding: .utf8)))
+        let expected = try vector.field("expect") == "success"
+        #expect(vector.payload.count == 64)
+        let records = [vector.payload.prefix(32), vector.payload.suffix(32)].map { Data($0) }
+        try withFormatScratchDirectory { directory in
+            let device = try FormatVectorDevice.boot(at: directory, keys: [.metadata: metadataKeyBytes])
+            // The implementation, through the real record reader on a file holding the records.
+            var region = Data(count: FileHeader.regionByteCount)
+            region.replaceSubrange(480..<512, with: records[0])
+            region.replaceSubrange(992..<1024, with: records[1])
+            let path = directory.appendingPathComponent("file")
+            try region.write(to: path)
+            let file = try DataFileDescriptor.open(FilePath(path.path), fileSystem: PosixFileSystem())
+            defer { file.close() }
+            let outcome = Result<Void, DataProtectionError> { () throws(DataProtectionError) in
+                try FilePlaceRecords.verify(file, fileID: fileID, place: place, device: device)
+            }
+            switch outcome {
+            case .success: #expect(expected, "the records were accepted")
+            case .failure(let error): #expect(!expected && error.code == .integrityFailure, "\(error)")
+            }
+            // §10.2, independently.
+            let metadataKey = SecureBytes.formatVector(metadataKeyBytes)
+            let tag = FormatSpecNames.placeTag(metadataKey: metadataKey, kind: "DPPF", id: fileID,
+                                               directoryID: directoryID, name: nameBytes)
+            #expect(records.contains(tag) == expected)
+        }
+    }
+
     // MARK: - The folders themselves
 
     /// An emptied folder would make the parameterised tests above pass vacuously.
@@ -160,7 +205,10 @@ struct FileFormatVectorTests {
         #expect(classes.count == 5, "a success vector for every class: \(classes)")
         let names = try FormatVectorFile.names(in: "names").map { try FormatVectorFile($0) }
         #expect(names.count >= 15)
-        #expect(Set(names.compactMap { $0.fields["fails-at"] }) == ["dpdir", "name"])
+        #expect(Set(names.compactMap { $0.fields["fails-at"] }) == ["dpdir", "place", "name"])
+        let places = try FormatVectorFile.names(in: "places").map { try FormatVectorFile($0) }
+        #expect(places.count >= 10)
+        #expect(Set(places.map { $0.fields["expect"] }) == ["success", "integrityFailure"])
         #expect(names.contains { $0.fields["expect"] == "success" })
     }
 }

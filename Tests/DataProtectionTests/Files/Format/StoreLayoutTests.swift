@@ -60,7 +60,9 @@ struct StoreLayoutTests {
                 #expect(opening.plaintext == file.content, "\(file.path): content")
                 let header = try #require(opening.current?.header)
                 #expect(opening.current?.slot == 0 && header.generation == 1, "\(file.path): generation 1 in slot 0")
-                #expect(raw.subdata(in: 512..<1024) == Data(count: 512), "\(file.path): slot 1 is never written")
+                #expect(raw.subdata(in: 512..<992) == Data(count: 480), "\(file.path): slot 1 is never written")
+                #expect(raw.subdata(in: 480..<512) == raw.subdata(in: 992..<1024) && raw.subdata(in: 480..<512) != Data(count: 32),
+                        "\(file.path): both place records bind the file's place (§10.2)")
                 #expect(header.classByte == FormatSpec.classByte(file.protectionClass))
                 #expect(header.shift == 14, "16 KiB chunks")
                 #expect(header.reserved == 0 && header.padding.allSatisfy { $0 == 0 })

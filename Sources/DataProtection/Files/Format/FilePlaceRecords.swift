@@ -1,0 +1,93 @@
+import Foundation
+import SodiumBridge
+import SystemPackage
+
+/// The two place records of a protected file (`Keys/file-format.md` §4.1, §10.2): the
+/// last 32 bytes of each 512-byte header slot area, outside the slots themselves, each
+/// a ``Place`` tag of the file's id. The file is at its place when either record binds
+/// it there.
+///
+/// Two records make a move atomic: the new place goes into record 1 (durably) before
+/// the rename, and into record 0 after it, so the file is bound wherever a crash leaves
+/// it. Header writes never touch the records, and rebinding needs no file key: only the
+/// metadata key, which every lock state has.
+enum FilePlaceRecords {
+    /// Where each record starts.
+    static let offsets: [Int64] = [
+        Int64(FileHeader.slotByteCount - Place.tagByteCount),
+        Int64(2 * FileHeader.slotByteCount - Place.tagByteCount),
+    ]
+
+    /// The header region of a new file: `slot` then record 0, an empty slot then record 1,
+    /// both records binding the file to `tag`'s place.
+    static func newRegion(slot: Data, tag: Data) -> Data {
+        precondition(slot.count == FileHeader.slotFieldsByteCount && tag.count == Place.tagByteCount)
+        return slot + tag + Data(count: FileHeader.slotFieldsByteCount) + tag
+    }
+
+    /// Refuses the file open as `file` (whose id is `fileID`) unless it is bound to `place`.
+    static func verify(_ file: DataFileDescriptor, fileID: Data, place: Place, device: Device) throws(DataProtectionError) {
+        var tags: [Data] = []
+        for offset in offsets {
+            let record = try file.read(at: offset, count: Place.tagByteCount)
+            if record.count == Place.tagByteCount { tags.append(record) }
+        }
+        guard try place.isBound(.file, id: fileID, tags: tags, device: device) else {
+            throw .integrity("A file is not where the store put it (\(place.name.isEmpty ? "the root" : place.name) was moved or swapped on disk behind the store's back).",
+                             hint: "Restore the store directory from a backup.")
+        }
+    }
+
+    /// Moves the file at `path` from `origin` to `destination`: refuses it unless it is bound to
+    /// `origin`; makes record 0 bind `origin` (it may hold an older place after a crashed move),
+    /// record 1 bind `destination`, durably; runs `rename` (which must make the rename
+    /// durable); then makes record 0 bind `destination`. Wherever a crash leaves the file,
+    /// one record binds it there.
+    static func move(
+        fileAt path: FilePath, from origin: Place, to destination: Place, device: Device,
+        rename: () throws(DataProtectionError) -> Void
+    ) throws(DataProtectionError) {
+        let file = try DataFileDescriptor.open(path, fileSystem: device.fileSystem)
+        defer { file.close() }
+        let fileID = try fileIDOf(file)
+        try verify(file, fileID: fileID, place: origin, device: device)
+        let current = try origin.tag(of: .file, id: fileID, device: device)
+        if !ConstantTime.equals(try file.read(at: offsets[0], count: Place.tagByteCount), current) {
+            try file.write(current, at: offsets[0])
+        }
+        let next = try destination.tag(of: .file, id: fileID, device: device)
+        try file.write(next, at: offsets[1])
+        try file.synchronize()
+        try rename()
+        // The descriptor follows the file through the rename.
+        try file.write(next, at: offsets[0])
+        try file.synchronize()
+    }
+
+    /// Writes `place` into `record` of the file at `path` and makes it durable.
+    static func bind(fileAt path: FilePath, to place: Place, record: Int, device: Device) throws(DataProtectionError) {
+        let file = try DataFileDescriptor.open(path, fileSystem: device.fileSystem)
+        defer { file.close() }
+        try bind(file, to: place, record: record, device: device)
+    }
+
+    /// Writes `place` into `record` of `file` and makes it durable. The file's id comes from
+    /// its header (any well-formed slot: the id never changes).
+    static func bind(_ file: DataFileDescriptor, to place: Place, record: Int, device: Device) throws(DataProtectionError) {
+        let fileID = try fileIDOf(file)
+        try file.write(try place.tag(of: .file, id: fileID, device: device), at: offsets[record])
+        try file.synchronize()
+    }
+
+    /// The id of the file in `file`, from its first well-formed header slot.
+    static func fileIDOf(_ file: DataFileDescriptor) throws(DataProtectionError) -> Data {
+        let region = try file.read(at: 0, count: FileHeader.regionByteCount)
+        for index in 0..<FileHeader.slotCount where region.count >= (index + 1) * FileHeader.slotByteCount {
+            let start = index * FileHeader.slotByteCount
+            if let slot = FileHeader.parse(slot: region.subdata(in: start..<start + FileHeader.slotByteCount)) {
+                return slot.header.fileID
+            }
+        }
+        throw .integrity("The file has no valid header: it is not a protected file, or it was tampered with.")
+    }
+}

@@ -1,0 +1,54 @@
+import Foundation
+import SystemPackage
+
+extension ProtectedStore {
+    /// Pairs the data directory with the device (``StoreIdentity``), binds every entry of a
+    /// store written before places (layout 1) to where it is, records the identity at the
+    /// current layout, and creates the root's metadata if it is missing.
+    ///
+    /// The binding is idempotent and the layout is recorded only once it is complete, so a
+    /// migration cut short (a crash, a power cut) is simply done again at the next open.
+    func openRoot() throws(DataProtectionError) {
+        let pairing = try StoreIdentity.pair(root: root, device: device)
+        if pairing.needsPlaces {
+            try namespace.locked { () throws(DataProtectionError) in
+                try bindEntriesMadeBeforePlaces(in: root, place: .root)
+                forgetDirectories()
+            }
+            device.logger.notice("bound every entry of a store made before places (store layout 1 to 2)")
+        }
+        try StoreIdentity.record(pairing, root: root, device: device)
+        try prepareRoot()
+    }
+
+    /// Binds the directory at `disk` (its `dpdir`) to `place`, then every entry inside it to
+    /// its place, recursively. Nothing is decrypted but names; no class key is needed.
+    private func bindEntriesMadeBeforePlaces(in disk: FilePath, place: Place) throws(DataProtectionError) {
+        let metadataPath = disk.appending(DirectoryMetadata.fileName)
+        guard let data = try fileSystem.readFile(at: metadataPath) else {
+            throw .integrity("A store directory has lost its metadata: the store was tampered with.")
+        }
+        let metadata = try DirectoryMetadata.decode(data, device: device)
+        let bound = try metadata.placed(place, place, device: device)
+        if bound != metadata {
+            try AtomicFileWriter(fileSystem: fileSystem).write([.data(bound.encoded(device: device))], to: metadataPath)
+        }
+        for entry in try fileSystem.contentsOfDirectory(at: disk) where Self.isEntryName(entry) {
+            guard let name = try NameCipher.decrypt(entry, directoryID: metadata.id, device: device) else {
+                throw .integrity("A store directory holds an entry whose name does not decrypt: the store was tampered with.")
+            }
+            let child = Place(directoryID: metadata.id, name: name)
+            switch try kind(of: disk.appending(entry)) {
+            case .file:
+                let file = try DataFileDescriptor.open(disk.appending(entry), fileSystem: fileSystem)
+                defer { file.close() }
+                try FilePlaceRecords.bind(file, to: child, record: 0, device: device)
+                try FilePlaceRecords.bind(file, to: child, record: 1, device: device)
+            case .directory:
+                try bindEntriesMadeBeforePlaces(in: disk.appending(entry), place: child)
+            case .missing:
+                continue
+            }
+        }
+    }
+}
