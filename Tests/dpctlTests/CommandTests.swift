@@ -85,8 +85,8 @@ struct CommandTests {
         #expect(wrong.standardError.contains("dpctl: error: "))
         #expect(wrong.standardError.contains("(incorrectPasscode)"))
         #expect(try fixture.run(["status", "--json"]).json()["failedAttempts"] as? Int == 1)
-        // A passcode file works too (first line only).
-        let file = try fixture.localFile("passcode", Data("1234\n".utf8))
+        // A passcode file works too (one trailing newline removed).
+        let file = try fixture.passcodeFile("passcode", Data("1234\n".utf8))
         #expect(try fixture.run(["unlock", "--passcode-file", file.path], passcode: nil).status == 0)
         #expect(try fixture.run(["status", "--json"]).json()["failedAttempts"] as? Int == 0)
     }
@@ -256,7 +256,7 @@ struct CommandTests {
         #expect(noNew.status == 10, "no new passcode and no terminal")
         let wrongOld = try fixture.run(["passcode", "change"], passcode: "0000", extra: ["DPCTL_NEW_PASSCODE": "2222"])
         #expect(wrongOld.status == 11)
-        let newFile = try fixture.localFile("new", Data("2222\n".utf8))
+        let newFile = try fixture.passcodeFile("new", Data("2222\n".utf8))
         let change = try fixture.run(["passcode", "change", "--new-passcode-file", newFile.path], passcode: "1111")
         #expect(change.status == 0, "\(change.standardError)")
         #expect(try fixture.run(["cat", "f"], passcode: "1111").status == 11)

@@ -43,6 +43,13 @@ final class StoreFixture {
         precondition(result.status == 0, "init failed: \(result.standardError)")
     }
 
+    /// Writes `data` to a passcode file in the fixture directory, readable by its owner only.
+    func passcodeFile(_ name: String, _ data: Data) throws -> URL {
+        let url = try localFile(name, data)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: url.path)
+        return url
+    }
+
     /// Writes `data` to a local file in the fixture directory.
     func localFile(_ name: String, _ data: Data) throws -> URL {
         let url = directory.appendingPathComponent(name)

@@ -127,17 +127,14 @@ func reporting(_ body: () throws -> Void) throws {
 
 /// Where passcodes come from: a file, the environment, or a no-echo prompt on a terminal. Never an argument.
 enum Passcode {
-    /// The passcode from `file`, else env `variable`, else the terminal when standard input is one.
+    /// The most a passcode file may hold.
+    static let fileLimit = 4096
+
+    /// The passcode from `file`, else env `variable` (an empty value counts as not given), else
+    /// the terminal when standard input is one.
     static func obtain(file: String?, variable: String = "DPCTL_PASSCODE", prompt: String, confirm: Bool = false) throws(DataProtectionError) -> String {
-        if let file {
-            guard let data = FileManager.default.contents(atPath: file) else {
-                throw DataProtectionError(.fileNotFound, "Cannot read the passcode file \(file).")
-            }
-            var text = String(decoding: data, as: UTF8.self)
-            if let newline = text.firstIndex(where: { $0 == "\n" || $0 == "\r\n" }) { text = String(text[..<newline]) }
-            return text
-        }
-        if let value = ProcessInfo.processInfo.environment[variable] { return value }
+        if let file { return try contents(ofFile: file) }
+        if let value = ProcessInfo.processInfo.environment[variable], !value.isEmpty { return value }
         guard isatty(STDIN_FILENO) == 1 else {
             throw DataProtectionError(.protectedDataUnavailable, "A passcode is needed, and standard input is not a terminal to ask for it.",
                                       hint: "Set \(variable) or pass --passcode-file <file>.")
@@ -149,6 +146,54 @@ enum Passcode {
             }
         }
         return first
+    }
+
+    /// A passcode file's bytes, less one trailing newline (`\n` or `\r\n`): refused unless it is
+    /// a regular file (links followed) that neither group nor others can read, of at most
+    /// ``fileLimit`` bytes, holding UTF-8 (never decoded lossily: two different files must
+    /// never give the same passcode).
+    static func contents(ofFile file: String) throws(DataProtectionError) -> String {
+        var status = stat()
+        guard stat(file, &status) == 0 else {
+            throw DataProtectionError(errno == ENOENT ? .fileNotFound : .ioFailure,
+                                      "Cannot read the passcode file \(file): \(String(cString: strerror(errno))).")
+        }
+        guard status.st_mode & S_IFMT == S_IFREG else {
+            throw DataProtectionError(.invalidArgument, "The passcode file \(file) is not a regular file.",
+                                      hint: "Keep the passcode in a file of its own, readable only by you.")
+        }
+        guard status.st_mode & 0o044 == 0 else {
+            throw DataProtectionError(.invalidArgument, "The passcode file \(file) can be read by others (mode \(String(status.st_mode & 0o777, radix: 8))).",
+                                      hint: "chmod 600 \(file)")
+        }
+        guard let handle = FileHandle(forReadingAtPath: file) else {
+            throw DataProtectionError(.ioFailure, "Cannot open the passcode file \(file).")
+        }
+        defer { try? handle.close() }
+        let data: Data
+        do {
+            data = try handle.read(upToCount: fileLimit + 1) ?? Data()
+        } catch {
+            throw DataProtectionError(.ioFailure, "Cannot read the passcode file \(file): \(error.localizedDescription).")
+        }
+        guard data.count <= fileLimit else {
+            throw DataProtectionError(.invalidArgument, "The passcode file \(file) is longer than \(fileLimit) bytes.")
+        }
+        var bytes = data
+        if bytes.last == UInt8(ascii: "\n") {
+            bytes.removeLast()
+            if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
+        }
+        return try text(bytes, source: "The passcode file \(file)")
+    }
+
+    /// `bytes` as UTF-8, refused (never repaired) when they are not.
+    static func text(_ bytes: some Collection<UInt8>, source: String) throws(DataProtectionError) -> String {
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw DataProtectionError(.invalidArgument, "\(source) is not UTF-8 text: its bytes cannot be a passcode here.",
+                                      hint: "Passcodes are UTF-8 text; encode binary keys (base64, hex) first.")
+        }
+        return text
     }
 
     /// Reads a line from /dev/tty with echo off (getpass-style), restoring the terminal afterwards.
@@ -175,7 +220,7 @@ enum Passcode {
             if byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") { break }
             bytes.append(byte)
         }
-        return String(decoding: bytes, as: UTF8.self)
+        return try text(bytes, source: "The passcode typed")
     }
 }
 

@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+
+/// Where `dpctl` takes passcodes from, and what it refuses: passcode files that others can
+/// read, that are not regular files, that are too long or not UTF-8 (never decoded lossily);
+/// an empty `DPCTL_PASSCODE` is no passcode at all. A refused input is never an attempt.
+@Suite("dpctl passcode input")
+struct PasscodeInputTests {
+    static func failedAttempts(_ fixture: StoreFixture) throws -> Int? {
+        try fixture.run(["status", "--json"]).json()["failedAttempts"] as? Int
+    }
+
+    @Test("a passcode file others can read, a directory, a FIFO, 4097 bytes, or bytes that are not UTF-8: invalidArgument (23), no attempt counted")
+    func refusedFiles() throws {
+        let fixture = try StoreFixture()
+        try fixture.initialize()
+        let readable = try fixture.localFile("readable", Data("1234\n".utf8))
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: readable.path)
+        let directory = fixture.directory.appendingPathComponent("a-directory")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false)
+        let fifo = fixture.directory.appendingPathComponent("fifo")
+        #expect(mkfifo(fifo.path, 0o600) == 0)
+        let long = try fixture.passcodeFile("long", Data(repeating: UInt8(ascii: "1"), count: 4097))
+        let notUTF8 = try fixture.passcodeFile("binary", Data([0xFF, 0xFE, 0xFD, 0xFC, 0xFB, 0xFA, 0xF9, 0xF8]))
+        for (file, says) in [(readable, "can be read by others"), (directory, "not a regular file"), (fifo, "not a regular file"),
+                             (long, "longer than 4096 bytes"), (notUTF8, "not UTF-8")] {
+            let result = try fixture.run(["unlock", "--passcode-file", file.path], passcode: nil)
+            #expect(result.status == 23, "\(file.lastPathComponent): \(result.standardError)")
+            #expect(result.standardError.contains(says), "\(file.lastPathComponent): \(result.standardError)")
+        }
+        #expect(try fixture.run(["unlock", "--passcode-file", readable.path], passcode: nil).standardError.contains("hint: chmod 600"))
+        #expect(try Self.failedAttempts(fixture) == 0, "no refused input was an attempt")
+        // The same file made private works; exactly 4096 bytes is allowed.
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: readable.path)
+        #expect(try fixture.run(["unlock", "--passcode-file", readable.path], passcode: nil).status == 0)
+        let longest = try fixture.passcodeFile("longest", Data(repeating: UInt8(ascii: "1"), count: 4096))
+        #expect(try fixture.run(["unlock", "--passcode-file", longest.path], passcode: nil).status == 11, "read, and wrong")
+    }
+
+    @Test("only one trailing newline is removed: a passcode of two lines is kept whole, not cut at the first")
+    func multiLinePasscode() throws {
+        let fixture = try StoreFixture()
+        try fixture.initialize(passcode: nil)
+        let file = try fixture.passcodeFile("two-lines", Data("first\nsecond\r\n".utf8))
+        let set = try fixture.run(["passcode", "set", "--passcode-file", file.path], passcode: nil)
+        #expect(set.status == 0, "\(set.standardError)")
+        #expect(try fixture.run(["unlock"], passcode: "first").status == 11, "not cut at the first newline")
+        #expect(try fixture.run(["unlock"], passcode: "first\nsecond").status == 0)
+    }
+
+    @Test("an empty DPCTL_PASSCODE is no passcode: protectedDataUnavailable (10) with a hint, and no attempt is burned")
+    func emptyVariable() throws {
+        let fixture = try StoreFixture()
+        try fixture.initialize()
+        let result = try fixture.run(["unlock"], passcode: "")
+        #expect(result.status == 10, "\(result.standardError)")
+        #expect(result.standardError.contains("hint: Set DPCTL_PASSCODE"))
+        #expect(try Self.failedAttempts(fixture) == 0)
+    }
+}
