@@ -64,18 +64,11 @@ enum FilePlaceRecords {
         try file.synchronize()
     }
 
-    /// Writes `place` into `record` of the file at `path` and makes it durable.
-    static func bind(fileAt path: FilePath, to place: Place, record: Int, device: Device) throws(DataProtectionError) {
-        let file = try DataFileDescriptor.open(path, fileSystem: device.fileSystem)
-        defer { file.close() }
-        try bind(file, to: place, record: record, device: device)
-    }
-
-    /// Writes `place` into `record` of `file` and makes it durable. The file's id comes from
-    /// its header (any well-formed slot: the id never changes).
-    static func bind(_ file: DataFileDescriptor, to place: Place, record: Int, device: Device) throws(DataProtectionError) {
-        let fileID = try fileIDOf(file)
-        try file.write(try place.tag(of: .file, id: fileID, device: device), at: offsets[record])
+    /// Writes `place` into both records of `file` and makes them durable (a store migrated to
+    /// places). The file's id comes from its header (any well-formed slot: the id never changes).
+    static func bind(_ file: DataFileDescriptor, to place: Place, device: Device) throws(DataProtectionError) {
+        let tag = try place.tag(of: .file, id: try fileIDOf(file), device: device)
+        for offset in offsets { try file.write(tag, at: offset) }
         try file.synchronize()
     }
 

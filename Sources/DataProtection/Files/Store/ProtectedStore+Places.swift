@@ -42,8 +42,7 @@ extension ProtectedStore {
             case .file:
                 let file = try DataFileDescriptor.open(disk.appending(entry), fileSystem: fileSystem)
                 defer { file.close() }
-                try FilePlaceRecords.bind(file, to: child, record: 0, device: device)
-                try FilePlaceRecords.bind(file, to: child, record: 1, device: device)
+                try FilePlaceRecords.bind(file, to: child, device: device)
             case .directory:
                 try bindEntriesMadeBeforePlaces(in: disk.appending(entry), place: child)
             case .missing:
