@@ -27,15 +27,24 @@ enum FilePlaceRecords {
 
     /// Refuses the file open as `file` (whose id is `fileID`) unless it is bound to `place`.
     static func verify(_ file: DataFileDescriptor, fileID: Data, place: Place, device: Device) throws(DataProtectionError) {
+        guard try place.isBound(.file, id: fileID, tags: try records(of: file), device: device) else {
+            throw notBound(place)
+        }
+    }
+
+    /// The records of `file` (fewer when it is too short to hold them).
+    private static func records(of file: DataFileDescriptor) throws(DataProtectionError) -> [Data] {
         var tags: [Data] = []
         for offset in offsets {
             let record = try file.read(at: offset, count: Place.tagByteCount)
             if record.count == Place.tagByteCount { tags.append(record) }
         }
-        guard try place.isBound(.file, id: fileID, tags: tags, device: device) else {
-            throw .integrity("A file is not where the store put it (\(place.name.isEmpty ? "the root" : place.name) was moved or swapped on disk behind the store's back).",
-                             hint: "Restore the store directory from a backup.")
-        }
+        return tags
+    }
+
+    private static func notBound(_ place: Place) -> DataProtectionError {
+        .integrity("A file is not where the store put it (\(place.name.isEmpty ? "the root" : place.name) was moved or swapped on disk behind the store's back).",
+                   hint: "Restore the store directory from a backup.")
     }
 
     /// Moves the file at `path` from `origin` to `destination`: refuses it unless it is bound to
@@ -50,9 +59,11 @@ enum FilePlaceRecords {
         let file = try DataFileDescriptor.open(path, fileSystem: device.fileSystem)
         defer { file.close() }
         let fileID = try fileIDOf(file)
-        try verify(file, fileID: fileID, place: origin, device: device)
         let current = try origin.tag(of: .file, id: fileID, device: device)
-        if !ConstantTime.equals(try file.read(at: offsets[0], count: Place.tagByteCount), current) {
+        let tags = try records(of: file)
+        let bound = tags.map { ConstantTime.equals($0, current) }
+        guard bound.contains(true) else { throw notBound(origin) }
+        if bound.first != true {
             try file.write(current, at: offsets[0])
         }
         let next = try destination.tag(of: .file, id: fileID, device: device)
@@ -72,15 +83,12 @@ enum FilePlaceRecords {
         try file.synchronize()
     }
 
-    /// The id of the file in `file`, from its first well-formed header slot.
+    /// The id of the file in `file`, from its newest well-formed header slot (the id is the
+    /// same in every slot; a forged one only fails to bind).
     static func fileIDOf(_ file: DataFileDescriptor) throws(DataProtectionError) -> Data {
-        let region = try file.read(at: 0, count: FileHeader.regionByteCount)
-        for index in 0..<FileHeader.slotCount where region.count >= (index + 1) * FileHeader.slotByteCount {
-            let start = index * FileHeader.slotByteCount
-            if let slot = FileHeader.parse(slot: region.subdata(in: start..<start + FileHeader.slotByteCount)) {
-                return slot.header.fileID
-            }
+        guard let newest = try OpenFile.readSlots(file).first else {
+            throw .integrity("The file has no valid header: it is not a protected file, or it was tampered with.")
         }
-        throw .integrity("The file has no valid header: it is not a protected file, or it was tampered with.")
+        return newest.1.header.fileID
     }
 }

@@ -122,7 +122,7 @@ final class OpenFile: @unchecked Sendable {
     }
 
     /// The parseable header slots, newest first.
-    private static func readSlots(_ file: DataFileDescriptor) throws(DataProtectionError) -> [(Int, FileHeader.UnverifiedSlot)] {
+    static func readSlots(_ file: DataFileDescriptor) throws(DataProtectionError) -> [(Int, FileHeader.UnverifiedSlot)] {
         let region = try file.read(at: 0, count: FileHeader.regionByteCount)
         guard region.count == FileHeader.regionByteCount else {
             throw .integrity("The file is shorter than its header: it was truncated.")
@@ -137,10 +137,9 @@ final class OpenFile: @unchecked Sendable {
         return slots.sorted { $0.1.header.generation > $1.1.header.generation }
     }
 
-    /// The class and size recorded in the newest well-formed header, read
-    /// without any key (for `stat` and listings while locked; authenticated on the next read).
-    /// The newest header of the file at `path`, unauthenticated (no key is needed), if the
-    /// file is bound to `place`.
+    /// The class and size recorded in the newest well-formed header, read without any key
+    /// (for `stat` and listings while locked; authenticated on the next read), if the file
+    /// is bound to `place`.
     static func peekHeader(at path: FilePath, place: Place, device: Device) throws(DataProtectionError) -> FileHeader {
         let file = try DataFileDescriptor.open(path, fileSystem: device.fileSystem)
         defer { file.close() }
