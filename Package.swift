@@ -6,6 +6,8 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "DataProtection", targets: ["DataProtection"]),
+        .library(name: "DataProtectionSQLite", targets: ["DataProtectionSQLite"]),
+        .library(name: "DataProtectionGRDB", targets: ["DataProtectionGRDB"]),
         .library(name: "DataProtectionScenarios", targets: ["DataProtectionScenarios"]),
         .library(name: "DataProtectionScenarioTesting", targets: ["DataProtectionScenarioTesting"]),
         .executable(name: "dpctl", targets: ["dpctl"]),
@@ -16,6 +18,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         // `swift package benchmark` (Benchmarks/). Without the Linux runtime interposer trait, which needs a package
         // that is not mirrored here.
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
     ],
     targets: [
@@ -31,6 +34,28 @@ let package = Package(
             name: "SodiumBridge",
             dependencies: ["CSodium"]
         ),
+        // SQLite from the system (Debian: libsqlite3-dev). Only SQLiteBridge imports it.
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]
+        ),
+        // The one place that touches SQLite's C API: the VFS callbacks over a Swift storage
+        // protocol, process-local locks and WAL shared memory, and a small connection type.
+        .target(
+            name: "SQLiteBridge",
+            dependencies: ["CSQLite", "SodiumBridge"]
+        ),
+        // Protected SQLite databases: the store as SQLite's file system (`ProtectedDatabase`).
+        .target(
+            name: "DataProtectionSQLite",
+            dependencies: ["DataProtection", "SQLiteBridge", "SodiumBridge"]
+        ),
+        // GRDB's DatabaseQueue and DatabasePool on a protected database.
+        .target(
+            name: "DataProtectionGRDB",
+            dependencies: ["DataProtection", "DataProtectionSQLite", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
         .target(
             name: "DataProtection",
             dependencies: [
@@ -42,7 +67,7 @@ let package = Package(
         // The scenario language: parser, runner, reports and the Swift `Timeline` API.
         .target(
             name: "DataProtectionScenarios",
-            dependencies: ["DataProtection", "SodiumBridge"]
+            dependencies: ["DataProtection", "DataProtectionSQLite", "SodiumBridge"]
         ),
         // `Timeline.assertPasses()` for Swift Testing, apart so that `dpctl` does not link Testing.
         .target(
@@ -54,6 +79,8 @@ let package = Package(
             name: "StoreBenchmarking",
             dependencies: [
                 "DataProtection",
+                "DataProtectionSQLite",
+                "SQLiteBridge",
                 "SodiumBridge",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -63,9 +90,11 @@ let package = Package(
             dependencies: [
                 "DataProtection",
                 "DataProtectionScenarios",
+                "DataProtectionSQLite",
                 "SodiumBridge",
                 "StoreBenchmarking",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -73,7 +102,7 @@ let package = Package(
         // instants by Tests/DataProtectionTests/Reliability/CrashHarnessTests.swift).
         .executableTarget(
             name: "CrashWorker",
-            dependencies: ["DataProtection", "DataProtectionScenarios"],
+            dependencies: ["DataProtection", "DataProtectionScenarios", "DataProtectionSQLite"],
             path: "Tests/CrashWorker"
         ),
         // `swift package benchmark`: the store next to its baselines (Benchmarks/StoreBenchmarks).
@@ -111,6 +140,11 @@ let package = Package(
         .testTarget(
             name: "DataProtectionScenariosTests",
             dependencies: ["DataProtectionScenarios", "DataProtectionScenarioTesting", "DataProtection"]
+        ),
+        .testTarget(
+            name: "DataProtectionSQLiteTests",
+            dependencies: ["DataProtectionSQLite", "DataProtectionGRDB", "DataProtection", "SQLiteBridge",
+                           .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
             name: "dpctlTests",

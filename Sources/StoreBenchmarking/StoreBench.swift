@@ -21,6 +21,8 @@ package struct StoreBench: Sendable {
         package var unlocks = 3
         /// Where the scratch stores go (default: the temporary directory).
         package var directory: URL?
+        /// The SQLite figures (`dpctl bench --sqlite`), or `nil` to skip them.
+        package var sqlite: SQLiteWorkload?
 
         /// The defaults: about 30 s on a 2-core machine.
         package init() {}
@@ -42,6 +44,7 @@ package struct StoreBench: Sendable {
         rows += try sequential()
         rows += try small()
         rows += try locking()
+        if let sqlite = options.sqlite { rows += try sqliteRows(sqlite) }
         return BenchReport(rows: rows, options: options)
     }
 
@@ -126,6 +129,45 @@ package struct StoreBench: Sendable {
     }
 
     // MARK: - Small files
+
+    // MARK: - SQLite
+
+    /// The same SQLite workload on a protected database and on an ordinary file, in both
+    /// journal modes, `synchronous=FULL`; which side goes first alternates by mode.
+    private func sqliteRows(_ workload: SQLiteWorkload) throws -> [BenchRow] {
+        let scratch = try BenchScratch(in: options.directory)
+        defer { scratch.remove() }
+        var rows: [BenchRow] = []
+        for (index, mode) in ["delete", "wal"].enumerated() {
+            var protected = SQLiteWorkload.Times(), plain = SQLiteWorkload.Times()
+            for side in index % 2 == 0 ? [0, 1] : [1, 0] {
+                progress("SQLite, journal_mode=\(mode), \(side == 0 ? "protected database" : "ordinary file")")
+                if side == 0 {
+                    protected = try workload.run(journalMode: mode) {
+                        try SQLiteWorkload.protectedConnection(scratch.store, path: "bench-\(mode).db")
+                    }
+                } else {
+                    plain = try workload.run(journalMode: mode) { try SQLiteWorkload.plainConnection(scratch.rawPath("bench-\(mode).db")) }
+                }
+            }
+            let label = mode == "wal" ? "WAL" : "rollback journal"
+            func row(_ what: String, _ count: Int, _ ours: Duration, _ theirs: Duration, target: Double?) -> BenchRow {
+                let a = Double(count) / ours.seconds, b = Double(count) / theirs.seconds
+                return BenchRow(what: "SQLite \(what), \(label)", store: Self.perSecond(a), baseline: "\(Self.perSecond(b)) plain SQLite file",
+                                ratio: a / b, target: target.map { String(format: "≥ %.2f", $0) } ?? "-", met: target.map { a / b >= $0 })
+            }
+            rows.append(row("\(workload.transactionRows / 1000)k inserts, \(workload.rowsPerTransaction)/tx", workload.transactionRows,
+                            protected.transactions, plain.transactions, target: 0.7))
+            rows.append(row("\(workload.autocommitRows / 1000)k autocommit inserts", workload.autocommitRows,
+                            protected.autocommit, plain.autocommit, target: nil))
+            rows.append(row("\(workload.selects / 1000)k point selects", workload.selects, protected.selects, plain.selects, target: 0.7))
+        }
+        return rows
+    }
+
+    private static func perSecond(_ rate: Double) -> String {
+        rate >= 10_000 ? String(format: "%.0fk/s", rate / 1000) : String(format: "%.0f/s", rate)
+    }
 
     private func small() throws -> [BenchRow] {
         let scratch = try BenchScratch(in: options.directory)

@@ -29,7 +29,7 @@ struct DPCtl: ParsableCommand {
         version: "0.1.0",
         subcommands: [
             Init.self, Status.self, Unlock.self, Put.self, Get.self, Cat.self, List.self, Stat.self,
-            MakeDirectory.self, Remove.self, Move.self, Copy.self, SetClass.self, PasscodeCommand.self, Erase.self,
+            MakeDirectory.self, Remove.self, Move.self, Copy.self, SetClass.self, SQL.self, PasscodeCommand.self, Erase.self,
             Demo.self, Scenario.self, Shell.self, Bench.self,
         ]
     )
@@ -55,6 +55,7 @@ enum ExitStatus {
         case .invalidArgument: 23
         case .ioFailure: 24
         case .storeBusy: 25
+        case .sqliteError: 26
         }
     }
 }

@@ -1,5 +1,6 @@
 import DataProtection
 import DataProtectionScenarios
+import DataProtectionSQLite
 import Foundation
 
 /// The child of the crash-consistency harness (`Tests/DataProtectionTests/Reliability/CrashHarnessTests.swift`).
@@ -36,11 +37,14 @@ struct CrashWorker {
 
     static func main() {
         let arguments = CommandLine.arguments
-        guard arguments.count == 4, let seed = UInt64(arguments[2]) else {
-            FileHandle.standardError.write(Data("usage: CrashWorker <directory> <seed> <passcode>\n".utf8))
+        guard arguments.count == 4 || (arguments.count == 5 && arguments[4] == "sqlite"), let seed = UInt64(arguments[2]) else {
+            FileHandle.standardError.write(Data("usage: CrashWorker <directory> <seed> <passcode> [sqlite]\n".utf8))
             exit(2)
         }
         do {
+            if arguments.count == 5 {
+                try runSQLite(directory: URL(fileURLWithPath: arguments[1]), seed: seed, passcode: arguments[3])
+            }
             try run(directory: URL(fileURLWithPath: arguments[1]), seed: seed, passcode: arguments[3])
         } catch {
             FileHandle.standardError.write(Data("CrashWorker: \(error)\n".utf8))
@@ -132,6 +136,37 @@ struct CrashWorker {
             default:
                 continue
             }
+            say("A")
+        }
+    }
+
+    /// `CrashWorker <directory> <seed> <passcode> sqlite`: transactions on a protected
+    /// database `/db/app.db` (class `complete`; WAL for odd seeds, else the rollback journal;
+    /// `synchronous=FULL`), for ever. Each transaction inserts its rows
+    /// `(tx, n, payload)` and commits: `B tx <tx> <rows>` before, `A` once the commit has
+    /// returned. One transaction in eight is large enough to spill pages into the database
+    /// file before it commits. The first `tx` is one more than the largest in the database.
+    static func runSQLite(directory: URL, seed: UInt64, passcode: String) throws {
+        let store = try ProtectedStore(directory: directory, configuration: DeviceConfiguration(passcodeCost: .minimal))
+        try store.device.unlock(passcode: passcode)
+        let database = try ProtectedDatabase(atPath: "/db/app.db", in: store, create: true, protection: .complete,
+                                             journalMode: seed % 2 == 1 ? .wal : .rollback)
+        try database.execute("PRAGMA synchronous=FULL; PRAGMA cache_size=20")
+        try database.execute("CREATE TABLE IF NOT EXISTS row(tx INTEGER NOT NULL, n INTEGER NOT NULL, payload BLOB NOT NULL, PRIMARY KEY (tx, n))")
+        var tx: Int64 = 0
+        if case .integer(let largest)? = try database.query("SELECT max(tx) FROM row").first?.values.first { tx = largest }
+        say("READY")
+        var random = SplitMix64(seed: seed)
+        while true {
+            tx += 1
+            let rows = random.next(8) == 0 ? 200 + random.next(400) : 1 + random.next(20)
+            say("B tx \(tx) \(rows)")
+            try database.execute("BEGIN")
+            for n in 0..<rows {
+                try database.execute("INSERT INTO row(tx, n, payload) VALUES (?, ?, ?)",
+                                     [.integer(tx), .integer(Int64(n)), .blob(pattern(100 + random.next(1500), seed: random.next()))])
+            }
+            try database.execute("COMMIT")
             say("A")
         }
     }

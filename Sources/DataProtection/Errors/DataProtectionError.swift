@@ -40,6 +40,11 @@ public struct DataProtectionError: Error, Sendable, Hashable, CustomStringConver
         /// The operating system refused an I/O operation (disk full, permission, I/O error).
         /// An addition to the contract's codes: none of them describes a failing disk.
         case ioFailure
+        /// SQLite refused a statement for a reason of its own (syntax, constraint, busy, …):
+        /// ``DataProtectionError/sqliteCode`` holds SQLite's extended result code. A failure
+        /// from the class rules or the store inside SQLite keeps its own code instead
+        /// (`protectedDataUnavailable`, `integrityFailure`, …). The code of scenario language 1.1.
+        case sqliteError
     }
 
     /// The stable code.
@@ -50,13 +55,16 @@ public struct DataProtectionError: Error, Sendable, Hashable, CustomStringConver
     public let hint: String?
     /// For ``Code/passcodeAttemptsDelayed``: how long until the next attempt is allowed.
     public let retryAfter: Duration?
+    /// For ``Code/sqliteError``: SQLite's extended result code (`SQLITE_CONSTRAINT_UNIQUE` is 2067).
+    public let sqliteCode: Int32?
 
     /// Creates an error.
-    public init(_ code: Code, _ message: String, hint: String? = nil, retryAfter: Duration? = nil) {
+    public init(_ code: Code, _ message: String, hint: String? = nil, retryAfter: Duration? = nil, sqliteCode: Int32? = nil) {
         self.code = code
         self.message = message
         self.hint = hint
         self.retryAfter = retryAfter
+        self.sqliteCode = sqliteCode
     }
 
     /// `message (code)`.

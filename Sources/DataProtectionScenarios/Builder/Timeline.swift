@@ -257,4 +257,32 @@ public struct Timeline: Sendable {
                       fileID: String = #fileID, filePath: String = #filePath, line: Int = #line, column: Int = #column) -> Timeline {
         step(.close(handle: handle), expect: expect, fileID: fileID, filePath: filePath, line: line, column: column)
     }
+
+    // MARK: - Databases (scenario language 1.1)
+
+    /// `db open <path> as <database> [create] [class=…] [wal]`
+    public func openDatabase(_ path: String, as database: String, create: Bool = false, class protection: ProtectionClass? = nil,
+                             wal: Bool = false, expect: StepExpectation = .ok,
+                             fileID: String = #fileID, filePath: String = #filePath, line: Int = #line, column: Int = #column) -> Timeline {
+        step(.openDatabase(path: path, database: database, create: create, protection: protection, wal: wal), expect: expect,
+             fileID: fileID, filePath: filePath, line: line, column: column)
+    }
+
+    /// `<database>.exec "<sql>"`
+    public func exec(_ database: String, _ sql: String, expect: StepExpectation = .ok,
+                     fileID: String = #fileID, filePath: String = #filePath, line: Int = #line, column: Int = #column) -> Timeline {
+        step(.exec(database: database, sql: sql), expect: expect, fileID: fileID, filePath: filePath, line: line, column: column)
+    }
+
+    /// `<database>.query "<sql>"`; expect `.data(…)` with the rows as text (`"1|alice\n2|bob"`, `Data()` for none).
+    public func query(_ database: String, _ sql: String, expect: StepExpectation = .ok,
+                      fileID: String = #fileID, filePath: String = #filePath, line: Int = #line, column: Int = #column) -> Timeline {
+        step(.query(database: database, sql: sql), expect: expect, fileID: fileID, filePath: filePath, line: line, column: column)
+    }
+
+    /// `<database>.close`
+    public func closeDatabase(_ database: String, expect: StepExpectation = .ok,
+                              fileID: String = #fileID, filePath: String = #filePath, line: Int = #line, column: Int = #column) -> Timeline {
+        step(.closeDatabase(database: database), expect: expect, fileID: fileID, filePath: filePath, line: line, column: column)
+    }
 }

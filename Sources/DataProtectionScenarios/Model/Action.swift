@@ -69,6 +69,16 @@ public enum Action: Sendable, Hashable, CustomStringConvertible {
     /// `<h>.close`
     case close(handle: String)
 
+    // MARK: Databases (version 1.1)
+    /// `db open <path> as <d> [create] [class=<class>] [wal]`
+    case openDatabase(path: String, database: String, create: Bool, protection: ProtectionClass?, wal: Bool)
+    /// `<d>.exec "<sql>"`
+    case exec(database: String, sql: String)
+    /// `<d>.query "<sql>"`
+    case query(database: String, sql: String)
+    /// `<d>.close`
+    case closeDatabase(database: String)
+
     /// The statement in the scenario language.
     public var description: String {
         switch self {
@@ -103,6 +113,11 @@ public enum Action: Sendable, Hashable, CustomStringConvertible {
         case .truncate(let handle, let size): "\(handle).truncate \(size)"
         case .sync(let handle): "\(handle).sync"
         case .close(let handle): "\(handle).close"
+        case .openDatabase(let path, let database, let create, let protection, let wal):
+            "db open \(Self.word(path)) as \(database)\(create ? " create" : "")\(Self.option(protection))\(wal ? " wal" : "")"
+        case .exec(let database, let sql): "\(database).exec \(DataValue.quote(Data(sql.utf8)))"
+        case .query(let database, let sql): "\(database).query \(DataValue.quote(Data(sql.utf8)))"
+        case .closeDatabase(let database): "\(database).close"
         }
     }
 

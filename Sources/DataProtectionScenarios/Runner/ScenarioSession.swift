@@ -1,4 +1,5 @@
 import DataProtection
+import DataProtectionSQLite
 import Foundation
 import SodiumBridge
 
@@ -12,6 +13,7 @@ final class ScenarioSession {
     private var observation: DeviceObservation?
     private let events = EventLog()
     private var handles: [String: ProtectedFileHandle] = [:]
+    private var databases: [String: ProtectedDatabase] = [:]
 
     init(scenario: Scenario, in parent: URL) {
         self.scenario = scenario
@@ -93,6 +95,7 @@ final class ScenarioSession {
     private func tearDown() {
         for handle in handles.values { try? handle.close() }
         handles.removeAll()
+        closeDatabases()
         observation?.cancel()
         observation = nil
         store = nil
@@ -124,8 +127,12 @@ final class ScenarioSession {
         switch action {
         case .unlock(let passcode): try device.unlock(passcode: passcode)
         case .lock: device.lock()
-        case .reboot: try device.reboot()
-        case .crash: try device.crash()
+        case .reboot:
+            defer { closeDatabases() }  // after the device: a reboot flushes, a crash must not
+            try device.reboot()
+        case .crash:
+            defer { closeDatabases() }
+            try device.crash()
         case .advance(let duration): clock.advance(by: duration)
         case .setPasscode(let new): try device.setPasscode(new)
         case .changePasscode(let old, let new): try device.changePasscode(from: old, to: new)
@@ -160,8 +167,51 @@ final class ScenarioSession {
         case .truncate(let name, let size): try handle(name).truncate(atOffset: size)
         case .sync(let name): try handle(name).synchronize()
         case .close(let name): try handle(name).close()
+
+        case .openDatabase(let path, let name, let create, let protection, let wal):
+            if let existing = databases[name], !existing.isClosed {
+                throw DataProtectionError(.invalidArgument, "A connection named \(name) is already open.", hint: "Close it first, or pick another name.")
+            }
+            databases[name] = try ProtectedDatabase(atPath: path, in: store, create: create, protection: protection,
+                                                    journalMode: wal ? .wal : nil)
+        case .exec(let name, let sql): try database(name).execute(sql)
+        case .query(let name, let sql): return .data(Self.text(of: try database(name).query(sql)))
+        case .closeDatabase(let name): try database(name).close()
         }
         return .done
+    }
+
+    private func database(_ name: String) throws(DataProtectionError) -> ProtectedDatabase {
+        guard let database = databases[name] else {
+            throw DataProtectionError(.invalidArgument, "No connection named \(name): its `db open` did not succeed.")
+        }
+        guard !database.isClosed else {
+            throw DataProtectionError(.handleClosed, "The connection \(name) is closed.", hint: "Open it again (connections close at reboot).")
+        }
+        return database
+    }
+
+    /// `reboot`, `crash` and the end of a scenario close every connection, as they close handles.
+    private func closeDatabases() {
+        for database in databases.values { database.close() }
+    }
+
+    /// Rows as text (scenario language 1.1): columns joined by `|`, rows by a newline,
+    /// NULL as nothing, numbers as SQLite's own text, blobs as their bytes.
+    static func text(of rows: [SQLiteRow]) -> Data {
+        var text = Data()
+        for (index, row) in rows.enumerated() {
+            if index > 0 { text.append(0x0A) }
+            for (column, value) in row.values.enumerated() {
+                if column > 0 { text.append(UInt8(ascii: "|")) }
+                switch value {
+                case .null: break
+                case .blob(let bytes): text.append(bytes)
+                default: text.append(Data((row.texts[column] ?? "").utf8))
+                }
+            }
+        }
+        return text
     }
 
     private func handle(_ name: String) throws(DataProtectionError) -> ProtectedFileHandle {

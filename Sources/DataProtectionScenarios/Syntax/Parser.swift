@@ -52,12 +52,15 @@ private struct Parser {
     let file: String
     /// Handles opened so far in the current scenario.
     var handles: Set<String> = []
+    /// Database connections opened so far in the current scenario (`db open … as <d>`).
+    var databases: Set<String> = []
 
     init(file: String) { self.file = file }
 
     static let statements = "a statement (unlock, lock, reboot, crash, advance, set-passcode, change-passcode, remove-passcode, "
-        + "erase, expect, mkdir, put, get, rm, mv, cp, ls, stat, set-class, open or <handle>.<operation>)"
+        + "erase, expect, mkdir, put, get, rm, mv, cp, ls, stat, set-class, open, db open, <handle>.<operation> or <db>.<operation>)"
     static let operations = ["read", "read-to-end", "write", "seek", "seek-end", "offset", "size", "truncate", "sync", "close"]
+    static let databaseOperations = ["exec", "query", "close"]
 
     mutating func parse(_ lines: [Line]) throws(ScenarioSyntaxError) -> [Scenario] {
         var scenarios: [Scenario] = []
@@ -73,6 +76,7 @@ private struct Parser {
             index += 1
 
             handles = []
+            databases = []
             let setup = try device(index < lines.count ? lines[index] : nil, after: lines[index - 1])
             index += 1
             var steps: [Step] = []
@@ -185,6 +189,8 @@ private struct Parser {
             action = .setClass(path: path, protection: try reader.protectionClass())
         case "open":
             action = try open(&reader)
+        case "db":
+            action = try openDatabase(&reader)
         case "device":
             throw reader.error(expected: "`device` only as the first statement of a scenario", at: token)
         default:
@@ -239,7 +245,36 @@ private struct Parser {
         guard Self.isHandleName(handle) else { throw reader.error(expected: "a handle name (letters, digits, _ and -)", at: token) }
         let options = try options(&reader, allowing: ["mode", "create", "class"])
         handles.insert(handle)
+        databases.remove(handle)
         return .open(path: path, handle: handle, mode: options.mode ?? .update, create: options.create, protection: options.protection)
+    }
+
+    /// `db open <path> as <d> [create] [class=<class>] [wal]`
+    private mutating func openDatabase(_ reader: inout LineReader) throws(ScenarioSyntaxError) -> Action {
+        let (verb, verbToken) = try reader.word("`open`")
+        guard verb == "open" else { throw reader.error(expected: "`open` (`db open <path> as <d>`)", at: verbToken) }
+        let path = try reader.text("a path")
+        let (keyword, asToken) = try reader.word("`as <connection>`")
+        guard keyword == "as" else { throw reader.error(expected: "`as <connection>`", at: asToken) }
+        let (name, token) = try reader.word("a connection name")
+        guard Self.isHandleName(name) else { throw reader.error(expected: "a connection name (letters, digits, _ and -)", at: token) }
+        let options = try options(&reader, allowing: ["create", "class", "wal"])
+        databases.insert(name)
+        handles.remove(name)
+        return .openDatabase(path: path, database: name, create: options.create, protection: options.protection, wal: options.wal)
+    }
+
+    private func databaseOperation(
+        _ name: String, _ operation: String, token: Token, reader: inout LineReader
+    ) throws(ScenarioSyntaxError) -> (Action, ExpectationKind) {
+        switch operation {
+        case "exec": return (.exec(database: name, sql: try reader.text("SQL")), .outcome)
+        case "query": return (.query(database: name, sql: try reader.text("SQL")), .data)
+        case "close": return (.closeDatabase(database: name), .outcome)
+        default:
+            throw reader.error(expected: "a database operation (\(Self.databaseOperations.joined(separator: ", ")))", at: token,
+                               offset: name.unicodeScalars.count + 1)
+        }
     }
 
     private func handleOperation(
@@ -249,6 +284,7 @@ private struct Parser {
         let handle = String(keyword[..<dot])
         let operation = String(keyword[keyword.index(after: dot)...])
         guard Self.isHandleName(handle) else { throw reader.error(expected: Self.statements, at: token) }
+        if databases.contains(handle) { return try databaseOperation(handle, operation, token: token, reader: &reader) }
         guard handles.contains(handle) else {
             throw reader.error(expected: "a handle opened earlier in this scenario (`open <path> as \(handle)`)", at: token)
         }
@@ -281,18 +317,19 @@ private struct Parser {
         var protection: ProtectionClass?
         var mode: ProtectedFileHandle.Mode?
         var create = false
+        var wal = false
     }
 
     /// `class=<class>`, `mode=<mode>` and `create`, in any order, each at most once.
     private func options(_ reader: inout LineReader, allowing allowed: Set<String>) throws(ScenarioSyntaxError) -> Options {
         var options = Options()
         var seen: Set<String> = []
-        let described = ["mode": "mode=read|write|update|append", "create": "create", "class": "class=<class>"]
-        let expected = (["mode", "create", "class"].filter(allowed.contains).map { "`\(described[$0]!)`" }).joined(separator: " or ")
+        let described = ["mode": "mode=read|write|update|append", "create": "create", "class": "class=<class>", "wal": "wal"]
+        let expected = (["mode", "create", "class", "wal"].filter(allowed.contains).map { "`\(described[$0]!)`" }).joined(separator: " or ")
         while let token = reader.next() {
             guard let word = token.word else { throw reader.error(expected: expected, at: token) }
             let key = word.firstIndex(of: "=").map { String(word[..<$0]) } ?? word
-            guard allowed.contains(key), (key == "create") == (key == word) else { throw reader.error(expected: expected, at: token) }
+            guard allowed.contains(key), (key == "create" || key == "wal") == (key == word) else { throw reader.error(expected: expected, at: token) }
             guard seen.insert(key).inserted else { throw reader.error(expected: "`\(key)` only once", at: token) }
             let value = String(word.dropFirst(key.count + 1))
             let offset = key.unicodeScalars.count + 1
@@ -304,6 +341,8 @@ private struct Parser {
                     throw reader.error(expected: "a mode (read, write, update or append)", at: token, offset: offset)
                 }
                 options.mode = mode
+            case "wal":
+                options.wal = true
             default:
                 options.create = true
             }

@@ -33,8 +33,16 @@ struct Bench: ParsableCommand {
     @Flag(name: .customLong("quiet"), help: "No progress lines on standard error.")
     var quiet = false
 
+    @Flag(name: .customLong("sqlite"),
+          help: "Add the SQLite rows: 100k inserts in transactions of 1000, 10k autocommit inserts and 100k point selects, on a protected database and on an ordinary file, synchronous=FULL, rollback journal and WAL (a few minutes: every autocommit insert is fsynced).")
+    var sqlite = false
+
+    @Option(name: .customLong("sqlite-scale"), help: "Divide the SQLite row counts by this (for a quick look).")
+    var sqliteScale = 1
+
     func validate() throws {
         guard size.bytes >= 1 << 14 else { throw ValidationError("--size must be at least 16KiB.") }
+        guard sqliteScale >= 1, sqliteScale <= 1000 else { throw ValidationError("--sqlite-scale must be between 1 and 1000.") }
         guard rounds >= 1, smallFiles >= 1, handles >= 1 else { throw ValidationError("--rounds, --small-files and --handles must be positive.") }
     }
 
@@ -47,6 +55,14 @@ struct Bench: ParsableCommand {
             options.handles = handles
             options.randomReads = 2000
             options.directory = directory.map { URL(fileURLWithPath: $0) }
+            if sqlite {
+                var workload = SQLiteWorkload()
+                workload.transactionRows /= sqliteScale
+                workload.rowsPerTransaction = min(workload.rowsPerTransaction, workload.transactionRows)
+                workload.autocommitRows /= sqliteScale
+                workload.selects /= sqliteScale
+                options.sqlite = workload
+            }
             let quiet = quiet
             let bench = StoreBench(options: options) { line in
                 guard !quiet else { return }

@@ -88,6 +88,15 @@ public final class ProtectedFileHandle: Sendable {
         return try file.read(at: offset, count: count)
     }
 
+    /// Throws what a read or write would throw at this instant, without touching the
+    /// content: `handleClosed`, or `protectedDataUnavailable` when the class key is not in
+    /// memory. For layers that cache plaintext above the handle (SQLite's page cache) and
+    /// must not serve it once the handle itself would refuse.
+    public func checkAvailability() throws(DataProtectionError) {
+        try requireOpen()
+        try file.checkAvailable()
+    }
+
     // MARK: - Writing
 
     /// Writes `data` at the offset (in append mode: at the end) and advances the offset past it.

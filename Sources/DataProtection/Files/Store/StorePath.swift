@@ -49,3 +49,13 @@ struct StorePath: Hashable, Sendable, CustomStringConvertible {
                             hint: "Paths are `/`-separated names inside the store, e.g. Documents/notes.txt.")
     }
 }
+
+extension ProtectedStore {
+    /// The canonical form of a store path: a leading `/`, then the names (`Documents/a.db`
+    /// becomes `/Documents/a.db`; `/` alone is the root).
+    ///
+    /// - Throws: `invalidPath` for a path no operation would accept.
+    public static func standardizedPath(_ path: String) throws(DataProtectionError) -> String {
+        try StorePath(path).description
+    }
+}

@@ -1,0 +1,180 @@
+import DataProtection
+import Foundation
+import SQLiteBridge
+import SodiumBridge
+
+@_exported import struct SQLiteBridge.SQLiteRow
+@_exported import enum SQLiteBridge.SQLiteValue
+
+/// A SQLite database that lives in a ``ProtectedStore``.
+///
+/// Its file, and every file SQLite makes beside it (rollback journal, WAL), is a protected
+/// file of the database's class, so the class rules apply to the database as to a handle:
+/// once the device locks and a `complete` database's key is discarded, any statement that
+/// needs the disk throws `protectedDataUnavailable`; a transaction it cuts is rolled back,
+/// never half applied; after unlock the same connection works again with every committed
+/// transaction there. An open `completeUnlessOpen` database keeps working while locked.
+///
+/// ```swift
+/// let db = try ProtectedDatabase(atPath: "Library/app.db", in: store, create: true,
+///                                protection: .complete, journalMode: .wal)
+/// try db.execute("CREATE TABLE IF NOT EXISTS note(id INTEGER PRIMARY KEY, body TEXT)")
+/// try db.execute("INSERT INTO note(body) VALUES (?)", [.text("hello")])
+/// for row in try db.query("SELECT id, body FROM note") { print(row.values) }
+/// ```
+///
+/// One connection, used from any thread (calls are serialized). Errors are
+/// ``DataProtectionError``s: the store's own code when the store refused (a missing key,
+/// a tampered page, a missing file), else `sqliteError` with SQLite's extended code.
+public final class ProtectedDatabase: Sendable {
+    /// How the database keeps its transactions atomic.
+    public enum JournalMode: String, Sendable, Hashable, CaseIterable {
+        /// A rollback journal beside the database, deleted at each commit (SQLite's default).
+        case rollback = "delete"
+        /// A write-ahead log beside the database; its index lives in process memory.
+        case wal
+    }
+
+    /// The database's path in the store, in canonical form (`/Library/app.db`).
+    public let path: String
+    /// The store the database lives in.
+    public let store: ProtectedStore
+    /// Reached only under `serial`: that lock, not the type system, makes this class Sendable.
+    nonisolated(unsafe) private let sqlite: SQLiteConnection
+    private let serial = Locked(())
+
+    /// Opens the database at `path` in `store`.
+    ///
+    /// - Parameters:
+    ///   - create: create a missing database (and missing parent directories).
+    ///   - protection: the class of a database created now (else its directory's); ignored
+    ///     for an existing one, which keeps its class.
+    ///   - journalMode: `nil` keeps the database's own (SQLite's default for a new one is
+    ///     ``JournalMode/rollback``).
+    /// - Throws: `fileNotFound`, `protectedDataUnavailable` (an existing database whose
+    ///   class key is not in memory; creating a `completeUnlessOpen` one while locked
+    ///   works), `integrityFailure`, or `sqliteError`.
+    public init(
+        atPath path: String, in store: ProtectedStore, create: Bool = false, protection: ProtectionClass? = nil,
+        journalMode: JournalMode? = nil
+    ) throws(DataProtectionError) {
+        let canonical = try ProtectedStore.standardizedPath(path)
+        let vfs = try DatabaseVFSRegistry.vfs(for: store)
+        let opened: SQLiteConnection
+        do {
+            opened = try SQLiteConnection(filename: Self.uri(canonical, protection: protection, vfs: nil), vfs: vfs.name, create: create)
+        } catch {
+            throw DataProtectionError(error)
+        }
+        self.path = canonical
+        self.store = store
+        sqlite = opened
+        do throws(DataProtectionError) {
+            // Reads the header now, so that a database that cannot be read fails here, not at its first statement.
+            _ = try query("PRAGMA schema_version")
+            if let journalMode {
+                let mode = try query("PRAGMA journal_mode = \(journalMode.rawValue)").first?.texts.first ?? nil
+                guard mode == journalMode.rawValue else {
+                    throw DataProtectionError(.sqliteError, "SQLite kept journal mode \(mode ?? "none") instead of \(journalMode.rawValue).")
+                }
+            }
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    /// A `file:` URI that opens the database at `path` in `store` through its VFS, for
+    /// libraries that open SQLite connections themselves (GRDB: see DataProtectionGRDB).
+    /// `protection` is the class of a database created by that open.
+    public static func uri(forPath path: String, in store: ProtectedStore, protection: ProtectionClass? = nil) throws(DataProtectionError) -> String {
+        let canonical = try ProtectedStore.standardizedPath(path)
+        return uri(canonical, protection: protection, vfs: try DatabaseVFSRegistry.vfs(for: store).name)
+    }
+
+    private static func uri(_ canonical: String, protection: ProtectionClass?, vfs: String?) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "/-._~")
+        let encoded = canonical.addingPercentEncoding(withAllowedCharacters: allowed) ?? canonical
+        var query: [String] = []
+        if let vfs { query.append("vfs=\(vfs)") }
+        if let protection { query.append("class=\(protection.rawValue)") }
+        return "file:" + encoded + (query.isEmpty ? "" : "?" + query.joined(separator: "&"))
+    }
+
+    deinit { close() }
+
+    // MARK: - Statements
+
+    /// Runs every statement of `sql` in turn; `arguments` bind the `?` parameters of the
+    /// first statement. Rows go to `forEachRow` as they are read (as `sqlite3` prints the
+    /// rows of every statement it runs), or are discarded.
+    ///
+    /// When the store refuses in the middle of an explicit transaction (the device locked),
+    /// the transaction is rolled back before the error is thrown, so it is never half applied.
+    public func execute(
+        _ sql: String, _ arguments: [SQLiteValue] = [], forEachRow: ((SQLiteRow) -> Void)? = nil
+    ) throws(DataProtectionError) {
+        try run { connection throws(SQLiteError) in try connection.execute(sql, arguments: arguments, forEachRow: forEachRow) }
+    }
+
+    /// Every row of the one statement `sql`.
+    public func query(_ sql: String, _ arguments: [SQLiteValue] = []) throws(DataProtectionError) -> [SQLiteRow] {
+        try run { connection throws(SQLiteError) in try connection.query(sql, arguments: arguments) }
+    }
+
+    /// Calls `body` with each row of the one statement `sql` as it is read (constant memory);
+    /// `body` returns `false` to stop.
+    public func enumerateRows(
+        _ sql: String, _ arguments: [SQLiteValue] = [], _ body: (SQLiteRow) -> Bool
+    ) throws(DataProtectionError) {
+        try run { connection throws(SQLiteError) in try connection.enumerateRows(sql, arguments: arguments) { row in body(row) } }
+    }
+
+    /// The column names of the one statement `sql`.
+    public func columnNames(_ sql: String) throws(DataProtectionError) -> [String] {
+        try run { connection throws(SQLiteError) in try connection.columnNames(sql) }
+    }
+
+    /// Whether a transaction is open.
+    public var isInTransaction: Bool { withConnection { $0.isInTransaction } }
+
+    /// The rows changed by the last INSERT, UPDATE or DELETE.
+    public var changes: Int { withConnection { $0.changes } }
+
+    /// The rowid of the last successful INSERT.
+    public var lastInsertRowID: Int64 { withConnection { $0.lastInsertRowID } }
+
+    /// Whether ``close()`` has been called.
+    public var isClosed: Bool { withConnection { $0.isClosed } }
+
+    /// Closes the connection (an open transaction is rolled back); later calls throw
+    /// `handleClosed`. Closing twice is harmless.
+    public func close() {
+        withConnection { $0.close() }
+    }
+
+    private func withConnection<R>(_ body: (SQLiteConnection) -> R) -> R {
+        serial.withLock { _ in body(sqlite) }
+    }
+
+    private func run<R>(_ body: (SQLiteConnection) throws(SQLiteError) -> R) throws(DataProtectionError) -> R {
+        let result = withConnection { connection -> Result<R, DataProtectionError> in
+            guard !connection.isClosed else {
+                return .failure(DataProtectionError(.handleClosed, "The database connection is closed.",
+                                                    hint: "Open the database again (connections close at reboot)."))
+            }
+            do throws(SQLiteError) {
+                return .success(try body(connection))
+            } catch {
+                let mapped = DataProtectionError(error)
+                if mapped.code != .sqliteError, connection.isInTransaction {
+                    // Cut by the store (a lock, a tampered page): never leave it half applied.
+                    try? connection.execute("ROLLBACK")
+                }
+                return .failure(mapped)
+            }
+        }
+        return try result.get()
+    }
+}

@@ -1,0 +1,119 @@
+import CSQLite
+import SodiumBridge
+
+/// The shared memory of SQLite's WAL mode (`xShmMap` and friends), in process memory:
+/// the wal-index never touches the disk, so it leaks nothing and needs no class key. It
+/// lives while a connection to the database has it mapped and is rebuilt by SQLite from
+/// the WAL (its "recovery") when the first connection maps it again.
+final class SQLiteSharedMemory: Sendable {
+    /// The regions and locks of one database.
+    private struct Segment {
+        var regions: [Region] = []
+        var users = 0
+        var sharedCounts = [Int](repeating: 0, count: Int(SQLITE_SHM_NLOCK))
+        var exclusiveHolders = [ObjectIdentifier?](repeating: nil, count: Int(SQLITE_SHM_NLOCK))
+    }
+
+    /// A zeroed region that never moves while mapped.
+    private struct Region: @unchecked Sendable {
+        let base: UnsafeMutableRawPointer
+        let size: Int
+    }
+
+    /// What one open file holds of its segment's locks.
+    struct Holding {
+        var mapped = false
+        var shared: UInt8 = 0
+        var exclusive: UInt8 = 0
+    }
+
+    private let segments = Locked<[String: Segment]>([:])
+
+    /// `xShmMap`: the region `index` of `size` bytes, made when `extend` is set; `nil` when
+    /// it does not exist and may not be made.
+    func map(_ path: String, holding: inout Holding, index: Int, size: Int, extend: Bool) -> UnsafeMutableRawPointer? {
+        segments.withLock { segments in
+            var segment = segments[path, default: Segment()]
+            defer { segments[path] = segment }
+            if !holding.mapped {
+                holding.mapped = true
+                segment.users += 1
+            }
+            if index < segment.regions.count { return segment.regions[index].base }
+            guard extend else { return nil }
+            while segment.regions.count <= index {
+                let base = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
+                base.initializeMemory(as: UInt8.self, repeating: 0, count: size)
+                segment.regions.append(Region(base: base, size: size))
+            }
+            return segment.regions[index].base
+        }
+    }
+
+    /// `xShmLock`: `false` when another holder is in the way (`SQLITE_BUSY`).
+    func lock(_ path: String, holding: inout Holding, holder: ObjectIdentifier, offset: Int, count: Int, flags: Int32) -> Bool {
+        segments.withLock { segments in
+            guard var segment = segments[path] else { return false }
+            defer { segments[path] = segment }
+            let slots = offset..<(offset + count)
+            if flags & SQLITE_SHM_UNLOCK != 0 {
+                for slot in slots {
+                    let bit = UInt8(1) << slot
+                    if holding.shared & bit != 0 { segment.sharedCounts[slot] -= 1; holding.shared &= ~bit }
+                    if holding.exclusive & bit != 0 { segment.exclusiveHolders[slot] = nil; holding.exclusive &= ~bit }
+                }
+                return true
+            }
+            if flags & SQLITE_SHM_SHARED != 0 {
+                for slot in slots {
+                    let bit = UInt8(1) << slot
+                    guard holding.shared & bit == 0 else { continue }
+                    if let other = segment.exclusiveHolders[slot], other != holder { return false }
+                }
+                for slot in slots {
+                    let bit = UInt8(1) << slot
+                    guard holding.shared & bit == 0 else { continue }
+                    segment.sharedCounts[slot] += 1
+                    holding.shared |= bit
+                }
+                return true
+            }
+            for slot in slots {
+                let bit = UInt8(1) << slot
+                if let other = segment.exclusiveHolders[slot], other != holder { return false }
+                let mine = holding.shared & bit != 0 ? 1 : 0
+                if segment.sharedCounts[slot] - mine > 0 { return false }
+            }
+            for slot in slots {
+                segment.exclusiveHolders[slot] = holder
+                holding.exclusive |= UInt8(1) << slot
+            }
+            return true
+        }
+    }
+
+    /// `xShmBarrier`: taking and releasing the lock is a full memory barrier.
+    func barrier() {
+        segments.withLock { _ in }
+    }
+
+    /// `xShmUnmap`: drops the holder's locks and mapping; the last one frees the memory.
+    func unmap(_ path: String, holding: inout Holding, holder: ObjectIdentifier) {
+        guard holding.mapped else { return }
+        _ = lock(path, holding: &holding, holder: holder, offset: 0, count: Int(SQLITE_SHM_NLOCK), flags: SQLITE_SHM_UNLOCK)
+        holding.mapped = false
+        segments.withLock { segments in
+            guard var segment = segments[path] else { return }
+            segment.users -= 1
+            if segment.users > 0 {
+                segments[path] = segment
+                return
+            }
+            for region in segment.regions {
+                region.base.initializeMemory(as: UInt8.self, repeating: 0, count: region.size)
+                region.base.deallocate()
+            }
+            segments[path] = nil
+        }
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+
+/// What SQLite asks a VFS to open, from the `SQLITE_OPEN_*` flags of `xOpen`.
+public enum SQLiteFileKind: String, Sendable, Hashable {
+    /// The database file itself.
+    case mainDatabase
+    /// Its rollback journal (`<db>-journal`).
+    case mainJournal
+    /// Its write-ahead log (`<db>-wal`).
+    case writeAheadLog
+    /// The super-journal of a transaction across attached databases.
+    case superJournal
+    /// A statement journal, temporary database, transient table or other scratch file.
+    case temporary
+}
+
+/// One `xOpen` call.
+public struct SQLiteOpenRequest: Sendable {
+    /// The canonical path (from ``SQLiteStorage/fullPath(_:)``); `nil` for an anonymous
+    /// temporary file, which SQLite deletes on close and never names.
+    public let path: String?
+    /// What the file is for.
+    public let kind: SQLiteFileKind
+    /// Create the file when it is missing.
+    public let create: Bool
+    /// Open for reading only.
+    public let readOnly: Bool
+    /// Remove the file when it is closed.
+    public let deleteOnClose: Bool
+    /// The URI query parameters of the main database's filename (`file:/a.db?class=complete`),
+    /// for the main database only; empty otherwise.
+    public let parameters: [String: String]
+}
+
+/// How a storage error reaches SQLite: the extended result code the VFS returns.
+public enum SQLiteIOFailure: Sendable, Hashable {
+    /// The data is there but may not be used now (a class key is not in memory):
+    /// `SQLITE_IOERR_AUTH`, which SQLite reserves for extensions and never uses itself.
+    case unavailable
+    /// The data was tampered with or is corrupt: `SQLITE_IOERR_DATA`, the code SQLite's
+    /// own checksum VFS uses for a page that fails its check.
+    case integrity
+    /// No such file: `SQLITE_CANTOPEN` from `xOpen`, `SQLITE_IOERR_DELETE_NOENT` from `xDelete`.
+    case notFound
+    /// Anything else: the operation's own `SQLITE_IOERR_*` code.
+    case other
+}
+
+/// A file system for SQLite: what a ``SQLiteVFS`` serves its files from.
+///
+/// The VFS calls these synchronously on the thread running the SQLite statement.
+/// Locking and shared memory are the VFS's own (in process memory), not the storage's.
+public protocol SQLiteStorage: AnyObject, Sendable {
+    /// Opens (or creates) a file.
+    func open(_ request: SQLiteOpenRequest) throws -> any SQLiteStorageFile
+    /// Removes a file.
+    func delete(path: String) throws
+    /// Whether a file exists at `path`.
+    func exists(path: String) throws -> Bool
+    /// The canonical form of a path SQLite was given (or derived, as `<db>-journal`).
+    func fullPath(_ path: String) throws -> String
+    /// How `error`, thrown by this storage, is reported to SQLite.
+    func failure(of error: any Error) -> SQLiteIOFailure
+}
+
+/// An open file of a ``SQLiteStorage``.
+public protocol SQLiteStorageFile: AnyObject, Sendable {
+    /// Up to `count` bytes at `offset`; fewer only at the end of the file.
+    func read(count: Int, atOffset offset: UInt64) throws -> Data
+    /// Writes `data` at `offset`, extending the file (with zeros) as needed.
+    func write(_ data: Data, atOffset offset: UInt64) throws
+    /// Sets the file's size.
+    func truncate(to size: UInt64) throws
+    /// Makes everything written so far durable.
+    func synchronize() throws
+    /// The file's size.
+    func size() throws -> UInt64
+    /// Closes the file (flushing it).
+    func close() throws
+    /// Throws when the file's content may not be used now, without reading it. The VFS
+    /// asks before SQLite starts a transaction on the main database (its file lock, or in
+    /// WAL mode its shared-memory locks), so that SQLite's page cache is never served
+    /// while the storage itself would refuse.
+    func checkAccess() throws
+}

@@ -1,0 +1,116 @@
+import ArgumentParser
+import DataProtection
+import DataProtectionSQLite
+import Foundation
+import SystemPackage
+
+/// `dpctl sql <db-path> [--class <class>] [--create] [--json] ["<sql>"]`.
+struct SQL: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sql",
+        abstract: "Run SQL against a protected SQLite database in the store.",
+        discussion: """
+            The statements come from the argument, else from standard input (like `sqlite3`). Rows of \
+            every statement are printed as `sqlite3` prints them in list mode: columns joined by `|`, \
+            NULL as nothing; --json prints one JSON array of row objects (blobs in base64). The database, \
+            its journal and its WAL are protected files of the database's class.
+            """)
+
+    @OptionGroup var storeOptions: StoreOptions
+    @OptionGroup var output: OutputOptions
+
+    @Option(name: .customLong("class"), help: "The class of a database created now (default: its directory's).")
+    var protectionClass: ProtectionClass?
+
+    @Flag(help: "Create the database (and missing parent directories) when it is missing.")
+    var create = false
+
+    @Argument(help: ArgumentHelp("The database's path in the store.", valueName: "db-path"))
+    var path: String
+
+    @Argument(help: ArgumentHelp("The SQL to run (default: standard input).", valueName: "sql"))
+    var statements: String?
+
+    func run() throws {
+        try reporting {
+            let session = try Session(storeOptions)
+            let store = session.store
+            let exists = store.fileExists(atPath: path)
+            guard exists || create else {
+                throw DataProtectionError(.fileNotFound, "No database at \(path).", hint: "Pass --create to make one.")
+            }
+            let effective = exists
+                ? try store.attributesOfItem(atPath: path).protectionClass ?? .default
+                : session.effectiveClass(forNewFileAt: path, given: protectionClass)
+            // Creating a completeUnlessOpen database needs no passcode, opening one does.
+            if exists || effective != .completeUnlessOpen { try session.unlock(for: effective) }
+            let sql = try statements ?? Self.readStandardInput()
+            let database = try ProtectedDatabase(atPath: path, in: store, create: create, protection: protectionClass)
+            defer { database.close() }
+            if output.json {
+                var rows: [[String: JSONValue]] = []
+                try database.execute(sql) { row in
+                    var object: [String: JSONValue] = [:]
+                    for (index, value) in row.values.enumerated() { object[row.columns[index]] = JSONValue(value) }
+                    rows.append(object)
+                }
+                return try printJSON(rows)
+            }
+            let standardOutput = PipelinedOutput(.standardOutput, describe: "standard output")
+            var text = Data()
+            var outputError: (any Error)?
+            try database.execute(sql) { row in
+                guard outputError == nil else { return }
+                for (index, value) in row.values.enumerated() {
+                    if index > 0 { text.append(UInt8(ascii: "|")) }
+                    switch value {
+                    case .null: break
+                    case .blob(let bytes): text.append(bytes)
+                    default: text.append(Data((row.texts[index] ?? "").utf8))
+                    }
+                }
+                text.append(0x0A)
+                if text.count >= 1 << 16 {
+                    do { try standardOutput.write(text) } catch { outputError = error }
+                    text = Data()
+                }
+            }
+            if let outputError { throw outputError }
+            try standardOutput.write(text)
+            try standardOutput.finish()
+        }
+    }
+
+    private static func readStandardInput() throws(DataProtectionError) -> String {
+        let bytes = FileHandle.standardInput.readDataToEndOfFile()
+        guard let text = String(data: bytes, encoding: .utf8) else {
+            throw DataProtectionError(.invalidArgument, "The SQL on standard input is not UTF-8.")
+        }
+        return text
+    }
+
+    /// A value as JSON: numbers, strings, null; blobs as base64 strings.
+    enum JSONValue: Encodable {
+        case null, integer(Int64), real(Double), text(String)
+
+        init(_ value: SQLiteValue) {
+            switch value {
+            case .null: self = .null
+            case .integer(let number): self = .integer(number)
+            case .real(let number): self = .real(number)
+            case .text(let text): self = .text(text)
+            case .blob(let bytes): self = .text(bytes.base64EncodedString())
+            }
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            switch self {
+            case .null: try container.encodeNil()
+            case .integer(let number): try container.encode(number)
+            case .real(let number): try container.encode(number)
+            case .text(let text): try container.encode(text)
+            }
+        }
+    }
+}

@@ -1,0 +1,119 @@
+import DataProtection
+import DataProtectionSQLite
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Crash safety through SQLite: `CrashWorker … sqlite` commits transactions on a
+/// protected database and is killed with SIGKILL at a random instant, again and again on
+/// the same store. After each kill the database must open, pass `PRAGMA integrity_check`,
+/// hold every acknowledged transaction whole, and hold the one in flight whole or not at all.
+///
+/// `DP_SQLITE_KILLS` (default 30) sets the number of kills; `DP_CRASH_SEED` the seed.
+@Suite("Crash safety through SQLite (SIGKILL harness)")
+struct SQLiteCrashHarnessTests {
+    /// The built `CrashWorker` beside the test bundle.
+    static var worker: URL? {
+        let candidates = [Bundle.main.bundleURL, URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()]
+        for directory in candidates {
+            for base in [directory, directory.deletingLastPathComponent()] {
+                let url = base.appendingPathComponent("CrashWorker")
+                if FileManager.default.isExecutableFile(atPath: url.path) { return url }
+            }
+        }
+        return nil
+    }
+
+    /// Runs the worker, kills it `delay` ms after its READY line, and returns the complete lines it wrote.
+    static func runAndKill(_ worker: URL, directory: URL, seed: UInt64, delay: Int) throws -> (lines: [String], killed: Bool) {
+        let process = Process()
+        process.executableURL = worker
+        process.arguments = [directory.path, String(seed), "1234", "sqlite"]
+        let output = Pipe()
+        process.standardOutput = output
+        let errors = directory.deletingLastPathComponent().appendingPathComponent("\(directory.lastPathComponent).stderr")
+        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
+        process.standardError = try FileHandle(forWritingTo: errors)
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let reader = output.fileHandleForReading
+        var received = Data()
+        let ready = Data("READY\n".utf8)
+        let deadline = Date().addingTimeInterval(30)
+        while !received.starts(with: ready), Date() < deadline {
+            let chunk = reader.availableData
+            if chunk.isEmpty { break }
+            received.append(chunk)
+        }
+        usleep(useconds_t(delay * 1_000))
+        let killed = process.isRunning
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        received.append(reader.readDataToEndOfFile())
+        var lines = String(decoding: received, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        lines.removeLast()  // cut by the kill, or empty after the last newline
+        if !killed { lines.append("stderr: " + ((try? String(contentsOf: errors, encoding: .utf8)) ?? "")) }
+        try? FileManager.default.removeItem(at: errors)
+        return (lines, killed && process.terminationReason == .uncaughtSignal)
+    }
+
+    @Test("SIGKILL during SQLite transactions: integrity_check ok, every acknowledged transaction whole, none half applied")
+    func killsDuringTransactions() throws {
+        let worker = try #require(Self.worker, "CrashWorker is not built next to the tests")
+        let environment = ProcessInfo.processInfo.environment
+        let kills = environment["DP_SQLITE_KILLS"].flatMap(Int.init) ?? 30
+        let seed = environment["DP_CRASH_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
+        print("SQLITE-CRASH-HARNESS seed \(seed), \(kills) kills")
+        var random = SystemRandomNumberGenerator()
+        let root = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("dpsk-\(seed)-\(UUID().uuidString.prefix(6))")
+        defer { try? FileManager.default.removeItem(at: root) }
+        do {
+            let store = try ProtectedStore(directory: root, configuration: DeviceConfiguration(passcodeCost: .minimal))
+            try store.device.unlock()
+            try store.device.setPasscode("1234")
+        }
+        var acknowledged: [Int64: Int] = [:]
+        var totals = (transactions: 0, inFlight: 0, inFlightKept: 0)
+        for round in 0..<kills {
+            let roundSeed = seed &* 1_000_003 &+ UInt64(round)
+            let run = try Self.runAndKill(worker, directory: root, seed: roundSeed, delay: Int.random(in: 20...400, using: &random))
+            let context = "seed \(seed) round \(round) (worker seed \(roundSeed), \(roundSeed % 2 == 1 ? "WAL" : "rollback journal"))"
+            try #require(run.killed, "\(context): the worker ended by itself: \(run.lines.suffix(3))")
+            var inFlight: (tx: Int64, rows: Int)?
+            for line in run.lines {
+                let words = line.split(separator: " ")
+                if words.first == "B", words.count == 4, let tx = Int64(words[2]), let rows = Int(words[3]) {
+                    inFlight = (tx, rows)
+                } else if line == "A", let done = inFlight {
+                    acknowledged[done.tx] = done.rows
+                    inFlight = nil
+                    totals.transactions += 1
+                }
+            }
+
+            let store = try ProtectedStore(directory: root, configuration: DeviceConfiguration(passcodeCost: .minimal))
+            try store.device.unlock(passcode: "1234")
+            let database = try ProtectedDatabase(atPath: "/db/app.db", in: store)
+            #expect(try database.query("PRAGMA integrity_check").first?.texts == ["ok"], "\(context)")
+            var found: [Int64: Int] = [:]
+            for row in try database.query("SELECT tx, count(*) FROM row GROUP BY tx") {
+                if case .integer(let tx) = row.values[0], case .integer(let count) = row.values[1] { found[tx] = Int(count) }
+            }
+            var expected = acknowledged
+            if let inFlight {
+                totals.inFlight += 1
+                if found[inFlight.tx] != nil {
+                    expected[inFlight.tx] = inFlight.rows  // committed just before the kill: whole
+                    acknowledged[inFlight.tx] = inFlight.rows
+                    totals.inFlightKept += 1
+                }
+            }
+            #expect(found == expected, "\(context): transactions lost, half applied or invented")
+            database.close()
+            guard found == expected else { return }
+        }
+        print("SQLITE-CRASH-HARNESS seed \(seed): \(kills) kills survived, \(totals.transactions) acknowledged transactions, \(totals.inFlight) kills inside a transaction (\(totals.inFlightKept) of them committed); integrity_check ok every time, 0 lost, 0 half applied")
+    }
+}
