@@ -135,7 +135,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DataProtectionTests",
-            dependencies: ["DataProtection", "SodiumBridge", "DataProtectionFuzzing", "DataProtectionScenarios"]
+            dependencies: ["DataProtection", "SodiumBridge", "DataProtectionFuzzing", "DataProtectionScenarios", "DataProtectionSQLite"]
         ),
         .testTarget(
             name: "DataProtectionScenariosTests",
