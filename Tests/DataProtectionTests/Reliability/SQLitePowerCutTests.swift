@@ -23,7 +23,7 @@ struct SQLitePowerCutTests {
     }
 
     /// The transaction under test: enough rows to spill pages into the database file before the commit.
-    static func transaction(_ database: ProtectedDatabase) throws {
+    static func transaction(_ database: ProtectedDatabase) throws(DataProtectionError) {
         try database.execute("""
             BEGIN;
             WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 40)

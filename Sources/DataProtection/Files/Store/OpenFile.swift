@@ -582,6 +582,14 @@ final class OpenFile: @unchecked Sendable {
                 cache[index] = (try cachedOrLoaded(index, keys: keys), true)
             }
             indices.subtract(committedChanges)
+        } else {
+            // Until the commit is done, the committed chunks it overwrites stay in memory, dirty:
+            // if the flush fails half way (an I/O error, a short `pwrite` that tears one on disk,
+            // repaired from the journal at the next open or below), reads still see them and the
+            // next flush seals them again.
+            for index in committedChanges where cache[index]?.dirty != true && !(direct?.chunks.contains(index) ?? false) {
+                cache[index] = (try cachedOrLoaded(index, keys: keys), true)
+            }
         }
         // A shrink is in flight until its `ftruncate` is done: it allocates one record more than the
         // new length needs, so a crash before the truncation leaves a file the reader tolerates.
@@ -666,6 +674,27 @@ final class OpenFile: @unchecked Sendable {
         // past the end, is cut first); a shrink stays in flight until its `ftruncate`.
         let committedAllocation = newLength >= oldLength ? newCount : allocated
         let journalPath = Self.journalPath(for: file.path)
+        var journalDurable = false
+        do throws(DataProtectionError) {
+            try commit(overwrites: overwrites, journalPath: journalPath, journalDurable: &journalDurable, oldCount: oldCount,
+                       newCount: newCount, oldLength: oldLength, newLength: newLength, allocated: allocated,
+                       committedAllocation: committedAllocation, durable: durable, keys: keys)
+        } catch {
+            // Once the journal is durable the commit can only go forward: finish it now from the
+            // journal (as the next open would), so that no torn record is ever read in this process.
+            if journalDurable { try? recover() }
+            throw error
+        }
+        wipeCache()
+        if durable { spares.removeAll() }
+    }
+
+    /// The commit of a flush: the journal of overwritten records (durable first), the
+    /// overwrites, the header; for a shrink the truncation and its closing header.
+    private func commit(
+        overwrites: [FileJournal.Entry], journalPath: FilePath, journalDurable: inout Bool, oldCount: UInt64, newCount: UInt64,
+        oldLength: UInt64, newLength: UInt64, allocated: UInt64, committedAllocation: UInt64, durable: Bool, keys: FileKeys
+    ) throws(DataProtectionError) {
         if !overwrites.isEmpty {
             // The journal, once durable, commits the new length when replayed: the records
             // past the old end must be durable before it, or a power cut could keep the
@@ -687,6 +716,7 @@ final class OpenFile: @unchecked Sendable {
                 throw error
             }
             try fileSystem.synchronizeDirectory(at: journalPath.removingLastComponent())
+            journalDurable = true
             for entry in overwrites {
                 try file.write(entry.record, at: header.recordOffset(entry.index))
             }
@@ -709,8 +739,6 @@ final class OpenFile: @unchecked Sendable {
         if durable || !overwrites.isEmpty { try file.synchronize() }
         unsynced = !durable
         if !overwrites.isEmpty { try file.fileSystem.removeFile(at: journalPath) }
-        wipeCache()
-        if durable { spares.removeAll() }
     }
 
     /// Before a header that brings the file to rest (`allocated` records, all needed by
