@@ -13,6 +13,7 @@ let environment = ProcessInfo.processInfo.environment
 let sizeMiB = Int(environment["BENCH_SIZE_MIB"] ?? "") ?? 1024
 let smallFiles = Int(environment["BENCH_SMALL_FILES"] ?? "") ?? 10_000
 let handleCount = Int(environment["BENCH_HANDLES"] ?? "") ?? 1000
+let sqliteScale = max(1, Int(environment["BENCH_SQLITE_SCALE"] ?? "") ?? 1)
 
 /// State shared by the benchmarks of one run, created on first use.
 final class Fixture: @unchecked Sendable {
@@ -136,6 +137,30 @@ let benchmarks: @Sendable () -> Void = {
             defer { scratch.remove() }
             let elapsed = try LockWorkload.lock(scratch.store, passcode: nil, directory: "h", count: handleCount, dirty: dirty)
             print("lock with \(handleCount) handles\(dirty ? " (dirty)" : ""): \(elapsed) until every key is wiped")
+        }
+    }
+
+    // MARK: SQLite
+
+    // The same workload (100k inserts in transactions of 1000, 10k autocommit inserts, 100k point
+    // selects; synchronous=FULL) on a protected database and on an ordinary file.
+    var sqlite = SQLiteWorkload()
+    sqlite.transactionRows /= sqliteScale
+    sqlite.rowsPerTransaction = min(sqlite.rowsPerTransaction, sqlite.transactionRows)
+    sqlite.autocommitRows /= sqliteScale
+    sqlite.selects /= sqliteScale
+    for mode in ["delete", "wal"] {
+        for protected in [true, false] {
+            let name = "SQLite journal_mode=\(mode): \(protected ? "store, protected database" : "baseline, plain SQLite file")"
+            Benchmark(name, configuration: once) { benchmark in
+                let scratch = try BenchScratch()
+                defer { scratch.remove() }
+                let times = try sqlite.run(journalMode: mode) {
+                    protected ? try SQLiteWorkload.protectedConnection(scratch.store, path: "bench.db")
+                        : try SQLiteWorkload.plainConnection(scratch.rawPath("bench.db"))
+                }
+                print("\(name): inserts in transactions \(times.transactions), autocommit \(times.autocommit), selects \(times.selects)")
+            }
         }
     }
 }

@@ -30,6 +30,8 @@ final class OpenFile: @unchecked Sendable {
     /// At most this many committed chunks changed by writes stay cached through a
     /// deferred append (more are committed with a journal at once).
     static let retainedLimit = 8
+    /// At most this many clean chunks are kept for reads (``readCache``).
+    static let readCacheLimit = 32
     /// The most bytes one read returns: more cannot be allocated (the machine's memory).
     static let readLimit = ProcessInfo.processInfo.physicalMemory
 
@@ -50,8 +52,13 @@ final class OpenFile: @unchecked Sendable {
     /// Zeroed chunk buffers kept for reuse (a `sodium_malloc` costs several system calls),
     /// at most one cache's worth; released by a durable flush and on close.
     private var spares: [SecureBytes] = []
-    /// A chunk buffer for reads that need part of a chunk (wiped after each use).
-    private var scratch: SecureBytes?
+    /// Clean chunks that partial reads decrypted, kept for the next reads (least recently
+    /// used last out): a database reads 4 KiB pages at random and its header at every
+    /// transaction, and without them each read decrypts a whole chunk. Plaintext in secure
+    /// memory, dropped (wiped) for every chunk a write or truncation changes, at key
+    /// discard, on close and at recovery.
+    private var readCache: [UInt64: SecureBytes] = [:]
+    private var readOrder: [UInt64] = []
     /// The length the records on disk were sealed for: the committed length, or
     /// more after a deferred append (records past the committed length, written in
     /// place but not yet committed: read back from there, committed by the next
@@ -213,6 +220,7 @@ final class OpenFile: @unchecked Sendable {
     /// physical size fits the committed length.
     private func recover() throws(DataProtectionError) {
         let keys = self.keys!
+        forgetReads()
         let journalPath = Self.journalPath(for: file.path)
         if let data = try file.fileSystem.readFile(at: journalPath) {
             if let journal = FileJournal.decode(data, macKey: keys.macKey, fileID: header.fileID),
@@ -332,6 +340,13 @@ final class OpenFile: @unchecked Sendable {
                 position = upTo
                 continue
             }
+            if let clean = readCache[index] {
+                let upTo = min(end, chunkStart + UInt64(header.chunkSize))
+                clean.copyBytes(in: Int(position - chunkStart)..<Int(upTo - chunkStart), into: &out, at: Int(position - offset))
+                touchRead(index)
+                position = upTo
+                continue
+            }
             guard index < recordedCount else {
                 // Past the recorded end and not cached: zeros (a gap to be filled at flush).
                 position = min(end, chunkStart + UInt64(header.chunkSize))
@@ -339,7 +354,7 @@ final class OpenFile: @unchecked Sendable {
             }
             // A run of uncached recorded chunks: one pread, decrypted straight into `out`.
             var last = index
-            while last + 1 < recordedCount, last - index < 63, cache[last + 1] == nil, (last + 1) << shift < end {
+            while last + 1 < recordedCount, last - index < 63, cache[last + 1] == nil, readCache[last + 1] == nil, (last + 1) << shift < end {
                 last += 1
             }
             try decryptRun(index...last, keys: keys, into: &out, offset: offset, from: position, to: end)
@@ -372,18 +387,19 @@ final class OpenFile: @unchecked Sendable {
                 whole.offsets.append(Int(chunkStart - offset))
                 continue
             }
+            // A chunk partly inside: opened into a buffer kept for the next reads.
+            let buffer = emptyChunk()
             do throws(SodiumError) {
-                let scratch = self.scratch ?? SecureBytes(count: header.chunkSize)
-                self.scratch = scratch
-                defer { scratch.zeroBytes(in: 0..<length) }
-                try ChunkRecords.open(records, range: range, into: scratch, at: 0, key: keys.chunkKey, associatedData: ad)
-                let from = max(position, chunkStart), to = min(end, chunkStart + UInt64(length))
-                if from < to {
-                    scratch.copyBytes(in: Int(from - chunkStart)..<Int(to - chunkStart), into: &out, at: Int(from - offset))
-                }
+                try ChunkRecords.open(records, range: range, into: buffer, at: 0, key: keys.chunkKey, associatedData: ad)
             } catch {
+                recycle(buffer)
                 throw .integrity("Chunk \(index) does not authenticate: the file was tampered with or is corrupt.")
             }
+            let from = max(position, chunkStart), to = min(end, chunkStart + UInt64(length))
+            if from < to {
+                buffer.copyBytes(in: Int(from - chunkStart)..<Int(to - chunkStart), into: &out, at: Int(from - offset))
+            }
+            keepRead(index, buffer)
         }
         do throws(ChunkBatchError) {
             try ChunkBatch.open(records, ranges: whole.ranges, associatedData: whole.associatedData, into: &out,
@@ -419,9 +435,43 @@ final class OpenFile: @unchecked Sendable {
         return buffer
     }
 
+    /// The chunk's plaintext to change: the cached one, a clean one taken from the read cache, or loaded.
     private func cachedOrLoaded(_ index: UInt64, keys: FileKeys) throws(DataProtectionError) -> SecureBytes {
         if let cached = cache[index]?.buffer { return cached }
+        if let clean = takeRead(index) { return clean }
         return try loadChunk(index, keys: keys)
+    }
+
+    // MARK: - The read cache
+
+    /// Keeps `buffer` as chunk `index`'s clean plaintext, dropping the least recently used beyond the limit.
+    private func keepRead(_ index: UInt64, _ buffer: SecureBytes) {
+        if let old = takeRead(index) { recycle(old) }
+        readCache[index] = buffer
+        readOrder.append(index)
+        while readOrder.count > Self.readCacheLimit, let oldest = readOrder.first, let evicted = takeRead(oldest) {
+            recycle(evicted)
+        }
+    }
+
+    private func touchRead(_ index: UInt64) {
+        guard readOrder.last != index, let position = readOrder.firstIndex(of: index) else { return }
+        readOrder.remove(at: position)
+        readOrder.append(index)
+    }
+
+    /// Removes chunk `index` from the read cache and returns its buffer (still holding the plaintext).
+    private func takeRead(_ index: UInt64) -> SecureBytes? {
+        guard let buffer = readCache.removeValue(forKey: index) else { return nil }
+        readOrder.removeAll { $0 == index }
+        return buffer
+    }
+
+    /// Wipes the read cache's chunks from `first` on (all by default).
+    private func forgetReads(from first: UInt64 = 0) {
+        for index in readCache.keys where index >= first {
+            if let buffer = takeRead(index) { recycle(buffer) }
+        }
     }
 
     /// A zeroed chunk buffer: a spare if there is one.
@@ -461,6 +511,7 @@ final class OpenFile: @unchecked Sendable {
             while position < end {
                 let index = position >> shift
                 if let direct, index == direct.lowerBound {
+                    for chunk in direct { if let clean = takeRead(chunk) { recycle(clean) } }
                     // The chunk before (if partial) is cached and goes with the first commit.
                     var next = direct.lowerBound
                     while next < direct.upperBound {
@@ -478,6 +529,8 @@ final class OpenFile: @unchecked Sendable {
                 let buffer: SecureBytes
                 if let cached = cache[index] {
                     buffer = cached.buffer
+                } else if let clean = takeRead(index) {
+                    buffer = clean
                 } else if from == 0 && (to == header.chunkSize || chunkStart + UInt64(to) >= size) {
                     buffer = emptyChunk()  // nothing of the old chunk survives
                 } else {
@@ -501,6 +554,7 @@ final class OpenFile: @unchecked Sendable {
                 return
             }
             let keep = header.records(forLength: newSize)
+            forgetReads(from: keep)
             for (index, entry) in cache where index >= keep {
                 recycle(entry.buffer)
                 cache.removeValue(forKey: index)
@@ -615,7 +669,7 @@ final class OpenFile: @unchecked Sendable {
                 let start = Int((index << shift) - direct.offset)
                 ChunkRecords.seal(direct.data, range: start..<start + length, into: &records, at: position,
                                   key: keys.chunkKey, associatedData: ad)
-            } else if let cached = cache[index]?.buffer {
+            } else if let cached = cache[index]?.buffer ?? readCache[index] {
                 ChunkRecords.seal(cached, range: 0..<length, into: &records, at: position, key: keys.chunkKey, associatedData: ad)
             } else {
                 let loaded = try loadChunk(index, keys: keys)
@@ -795,9 +849,8 @@ final class OpenFile: @unchecked Sendable {
     /// Wipes the cache and frees every chunk buffer.
     private func releaseBuffers() {
         wipeCache()
+        forgetReads()
         spares.removeAll()
-        scratch?.wipe()
-        scratch = nil
     }
 
     // MARK: - Class changes, key discard, close
@@ -888,10 +941,9 @@ final class OpenFile: @unchecked Sendable {
                                     metadata: ["error": "\(error.code.rawValue)"])
             }
             wipeCache()
-            scratch?.wipe()
-            let retired = spares + [scratch].compactMap { $0 } + [keys.fileKey, keys.chunkKey, keys.macKey]
+            forgetReads()
+            let retired = spares + [keys.fileKey, keys.chunkKey, keys.macKey]
             spares.removeAll()
-            scratch = nil
             keys.wipe()
             self.keys = nil
             return retired
