@@ -25,6 +25,9 @@ final class StoreSQLiteStorage: SQLiteStorage {
         weakStore = store
     }
 
+    /// The decrypted chunks a database file keeps for reads: 8 MiB.
+    static let databaseReadCache = 8 << 20
+
     private var store: ProtectedStore {
         get throws {
             guard let store = weakStore else {
@@ -49,6 +52,9 @@ final class StoreSQLiteStorage: SQLiteStorage {
                 protection = named
             }
             let handle = try store.openFile(atPath: path, mode: mode, create: request.create, protection: protection)
+            // SQLite reads its pages at random: plaintext chunks kept in secure memory stand in for the
+            // operating system's page cache that an ordinary database file would be read from.
+            handle.reserveReadCache(bytes: Self.databaseReadCache)
             classes.withLock { $0[path] = handle.protectionClass }
             return StoreSQLiteFile(handle: handle)
         case .mainJournal, .writeAheadLog, .superJournal, .temporary:

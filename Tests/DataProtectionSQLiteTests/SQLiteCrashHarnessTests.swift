@@ -33,9 +33,10 @@ struct SQLiteCrashHarnessTests {
         process.arguments = [directory.path, String(seed), "1234", "sqlite"]
         let output = Pipe()
         process.standardOutput = output
-        let errors = directory.deletingLastPathComponent().appendingPathComponent("\(directory.lastPathComponent).stderr")
-        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
-        process.standardError = try FileHandle(forWritingTo: errors)
+        // A pipe, never a FileHandle on a file: Process closes the descriptors it is given, and
+        // the handle's own close would then close whatever another test opened in between.
+        let errors = Pipe()
+        process.standardError = errors
         process.standardInput = FileHandle.nullDevice
         try process.run()
         let reader = output.fileHandleForReading
@@ -54,8 +55,8 @@ struct SQLiteCrashHarnessTests {
         received.append(reader.readDataToEndOfFile())
         var lines = String(decoding: received, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         lines.removeLast()  // cut by the kill, or empty after the last newline
-        if !killed { lines.append("stderr: " + ((try? String(contentsOf: errors, encoding: .utf8)) ?? "")) }
-        try? FileManager.default.removeItem(at: errors)
+        let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        if !killed { lines.append("stderr: " + errorText) }
         return (lines, killed && process.terminationReason == .uncaughtSignal)
     }
 

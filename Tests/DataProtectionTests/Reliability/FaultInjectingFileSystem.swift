@@ -50,10 +50,21 @@ final class FaultInjectingFileSystem: FileSystem {
         var fault: Fault?
         var injected = 0
         var created: [(path: FilePath, mode: Int, isDirectory: Bool)] = []
+        var open: Set<Int32> = []
+        var doubleCloses: [String] = []
     }
 
     private let base = PosixFileSystem()
     private let state = Locked(State())
+
+    /// Descriptors closed that were not open through this file system at the time: a second
+    /// `close` of one descriptor (which closes whatever another thread opened under its number).
+    var doubleCloses: [String] { state.withLock { $0.doubleCloses } }
+
+    private func opened(_ descriptor: FileDescriptor) -> FileDescriptor {
+        state.withLock { _ = $0.open.insert(descriptor.rawValue) }
+        return descriptor
+    }
 
     /// Calls of each kind since creation or the last ``arm(_:)``/``resetCounts()``.
     var counts: [Call: Int] { state.withLock { $0.counts } }
@@ -118,7 +129,7 @@ final class FaultInjectingFileSystem: FileSystem {
         try check(.open, path)
         let descriptor = try base.createFile(at: path)
         recordCreation(path)
-        return descriptor
+        return opened(descriptor)
     }
 
     func write(_ bytes: FileBytes, to descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) {
@@ -138,6 +149,9 @@ final class FaultInjectingFileSystem: FileSystem {
     }
 
     func close(_ descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) {
+        state.withLock { state in
+            if state.open.remove(descriptor.rawValue) == nil { state.doubleCloses.append("\(descriptor.rawValue) \(path)") }
+        }
         if let errno = count(.close) {
             // close(2) releases the descriptor even when it reports an error.
             try? base.close(descriptor, path: path)
@@ -176,7 +190,7 @@ final class FaultInjectingFileSystem: FileSystem {
         try check(.open, path)
         let descriptor = try base.openDataFile(at: path, create: create)
         if create { recordCreation(path) }
-        return descriptor
+        return opened(descriptor)
     }
 
     func read(from descriptor: FileDescriptor, at offset: Int64, count: Int, path: FilePath) throws(DataProtectionError) -> Data {

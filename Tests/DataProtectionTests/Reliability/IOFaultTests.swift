@@ -227,6 +227,7 @@ struct IOFaultTests {
         }
         let seen = outcome { try StoreSnapshot.take(store) }
         #expect(allowed.contains(seen), "\(operation.name), \(fault): after the fault the store shows \(seen)")
+        #expect(fileSystem.doubleCloses.isEmpty, "\(operation.name), \(fault): descriptors closed twice: \(fileSystem.doubleCloses)")
         if let complete = operation.complete {
             let finished = outcome { try complete(handle) }
             #expect(finished.isSuccess, "\(operation.name), \(fault): finishing after the fault: \(finished)")

@@ -47,6 +47,7 @@ struct SQLiteIOFaultTests {
                         #expect(error.code == .ioFailure, "\(context): \(error)")
                     }
                     fileSystem.disarm()
+                    #expect(fileSystem.doubleCloses.isEmpty, "\(context): descriptors closed twice: \(fileSystem.doubleCloses)")
                     guard fileSystem.injected == 1 else {
                         Issue.record("\(context): the fault was not reached")
                         continue

@@ -30,7 +30,7 @@ final class OpenFile: @unchecked Sendable {
     /// At most this many committed chunks changed by writes stay cached through a
     /// deferred append (more are committed with a journal at once).
     static let retainedLimit = 8
-    /// At most this many clean chunks are kept for reads (``readCache``).
+    /// By default at most this many clean chunks are kept for reads (``readCache``): 512 KiB.
     static let readCacheLimit = 32
     /// The most bytes one read returns: more cannot be allocated (the machine's memory).
     static let readLimit = ProcessInfo.processInfo.physicalMemory
@@ -57,8 +57,11 @@ final class OpenFile: @unchecked Sendable {
     /// transaction, and without them each read decrypts a whole chunk. Plaintext in secure
     /// memory, dropped (wiped) for every chunk a write or truncation changes, at key
     /// discard, on close and at recovery.
-    private var readCache: [UInt64: SecureBytes] = [:]
-    private var readOrder: [UInt64] = []
+    private var readCache: [UInt64: (buffer: SecureBytes, used: UInt64)] = [:]
+    /// Counts reads from the cache: the entry used longest ago goes first.
+    private var readClock: UInt64 = 0
+    /// How many chunks ``readCache`` may hold (``readCacheLimit`` unless a user of the file asked for more).
+    private var readCapacity = OpenFile.readCacheLimit
     /// The length the records on disk were sealed for: the committed length, or
     /// more after a deferred append (records past the committed length, written in
     /// place but not yet committed: read back from there, committed by the next
@@ -340,7 +343,7 @@ final class OpenFile: @unchecked Sendable {
                 position = upTo
                 continue
             }
-            if let clean = readCache[index] {
+            if let clean = readCache[index]?.buffer {
                 let upTo = min(end, chunkStart + UInt64(header.chunkSize))
                 clean.copyBytes(in: Int(position - chunkStart)..<Int(upTo - chunkStart), into: &out, at: Int(position - offset))
                 touchRead(index)
@@ -447,24 +450,28 @@ final class OpenFile: @unchecked Sendable {
     /// Keeps `buffer` as chunk `index`'s clean plaintext, dropping the least recently used beyond the limit.
     private func keepRead(_ index: UInt64, _ buffer: SecureBytes) {
         if let old = takeRead(index) { recycle(old) }
-        readCache[index] = buffer
-        readOrder.append(index)
-        while readOrder.count > Self.readCacheLimit, let oldest = readOrder.first, let evicted = takeRead(oldest) {
+        while readCache.count >= readCapacity, let oldest = readCache.min(by: { $0.value.used < $1.value.used })?.key,
+              let evicted = takeRead(oldest) {
             recycle(evicted)
         }
+        readClock += 1
+        readCache[index] = (buffer, readClock)
     }
 
     private func touchRead(_ index: UInt64) {
-        guard readOrder.last != index, let position = readOrder.firstIndex(of: index) else { return }
-        readOrder.remove(at: position)
-        readOrder.append(index)
+        readClock += 1
+        readCache[index]?.used = readClock
     }
 
     /// Removes chunk `index` from the read cache and returns its buffer (still holding the plaintext).
     private func takeRead(_ index: UInt64) -> SecureBytes? {
-        guard let buffer = readCache.removeValue(forKey: index) else { return nil }
-        readOrder.removeAll { $0 == index }
-        return buffer
+        readCache.removeValue(forKey: index)?.buffer
+    }
+
+    /// Lets the read cache hold up to `bytes` of chunks (never fewer than ``readCacheLimit``
+    /// chunks, at most 4096): for files read at random in small pieces, like a database's.
+    func reserveReadCache(bytes: Int) {
+        lock.locked { readCapacity = max(readCapacity, min(bytes / header.chunkSize, 4096)) }
     }
 
     /// Wipes the read cache's chunks from `first` on (all by default).
@@ -669,7 +676,7 @@ final class OpenFile: @unchecked Sendable {
                 let start = Int((index << shift) - direct.offset)
                 ChunkRecords.seal(direct.data, range: start..<start + length, into: &records, at: position,
                                   key: keys.chunkKey, associatedData: ad)
-            } else if let cached = cache[index]?.buffer ?? readCache[index] {
+            } else if let cached = cache[index]?.buffer ?? readCache[index]?.buffer {
                 ChunkRecords.seal(cached, range: 0..<length, into: &records, at: position, key: keys.chunkKey, associatedData: ad)
             } else {
                 let loaded = try loadChunk(index, keys: keys)
@@ -763,9 +770,16 @@ final class OpenFile: @unchecked Sendable {
                 try fileSystem.write(.data(journal.encoded(macKey: keys.macKey)), to: descriptor, path: journalPath)
                 // Durable before the overwrites it protects: torn records are repaired from it.
                 try fileSystem.synchronize(descriptor, path: journalPath)
-                try fileSystem.close(descriptor, path: journalPath)
             } catch {
                 try? fileSystem.close(descriptor, path: journalPath)
+                try? fileSystem.removeFile(at: journalPath)
+                throw error
+            }
+            // Closed once, whatever close(2) reports: it releases the descriptor even when it fails, and a
+            // second close would close whatever another thread opened under the same number meanwhile.
+            do throws(DataProtectionError) {
+                try fileSystem.close(descriptor, path: journalPath)
+            } catch {
                 try? fileSystem.removeFile(at: journalPath)
                 throw error
             }

@@ -88,6 +88,13 @@ public final class ProtectedFileHandle: Sendable {
         return try file.read(at: offset, count: count)
     }
 
+    /// Lets the file keep up to `bytes` of clean decrypted chunks for reads at random (secure
+    /// memory, wiped like the rest of its plaintext); the default is 512 KiB. For a database
+    /// file, whose pages are read at random and re-read often.
+    package func reserveReadCache(bytes: Int) {
+        file.reserveReadCache(bytes: bytes)
+    }
+
     /// Throws what a read or write would throw at this instant, without touching the
     /// content: `handleClosed`, or `protectedDataUnavailable` when the class key is not in
     /// memory. For layers that cache plaintext above the handle (SQLite's page cache) and
