@@ -42,4 +42,32 @@ struct ShellTests {
         #expect(lines[12].hasPrefix("syntax error: shell:1:"))
         #expect(lines[13] == "ok")                                         // nothing after `quit` runs
     }
+
+    @Test("database statements in the shell: a connection opened on one line is used on the next")
+    func databases() throws {
+        let input = FileManager.default.temporaryDirectory.appendingPathComponent("dpctl-shell-\(UUID()).txt")
+        defer { try? FileManager.default.removeItem(at: input) }
+        let statements = """
+            unlock 1234
+            db open app.db as d create class=complete wal
+            d.exec "CREATE TABLE t(x); INSERT INTO t VALUES (7)"
+            d.query "SELECT x FROM t"
+            lock
+            d.query "SELECT x FROM t"
+            unlock 1234
+            d.query "SELECT x FROM t" -> "7"
+            d.close
+            d.query "SELECT 1"
+            """
+        try Data(statements.utf8).write(to: input)
+        let result = try DPCtlRunner.run(["shell", "--device", "device passcode=1234"], input: input)
+        #expect(result.status == 0, "stderr: \(result.standardError)")
+        let lines = result.standardOutput.split(separator: "\n").map(String.init)
+        #expect(lines.count == 10, "\(lines)")
+        guard lines.count == 10 else { return }
+        #expect(Array(lines[0...4]) == ["ok", "ok", "ok", "\"7\"", "ok"])
+        #expect(Array(lines[6...8]) == ["ok", "\"7\"", "ok"])
+        #expect(lines[5].hasPrefix("error protectedDataUnavailable"))
+        #expect(lines[9].hasPrefix("error handleClosed"))
+    }
 }

@@ -3,13 +3,15 @@ import Foundation
 
 /// An interactive session on one simulated device and store, driven by scenario
 /// statements one at a time (`dpctl shell`): `lock`, `unlock 1234`, `advance 10s`,
-/// `open Documents/a as h create class=complete`, `h.write "hi"`, `expect state locked`…
+/// `open Documents/a as h create class=complete`, `h.write "hi"`, `expect state locked`,
+/// `db open app.db as d create`, `d.query "SELECT 1"`…
 ///
 /// The device lives in a temporary directory, on a virtual clock starting at 0,
 /// until the shell is released. A `device …` statement starts afresh with its options.
 public final class ScenarioShell {
     private var session: ScenarioSession
     private var handles: Set<String> = []
+    private var databases: Set<String> = []
     private let parent: URL
 
     /// A shell on a device made by the statement `device` (default: no passcode, grace 0).
@@ -29,13 +31,14 @@ public final class ScenarioShell {
                 session.finish()
                 session = fresh
                 handles = []
+                databases = []
                 return "ok (a fresh device)"
             } catch {
                 return "\(error)"
             }
         }
         do {
-            guard let step = try ScenarioParser.parseStatement(line, handles: &handles) else { return nil }
+            guard let step = try ScenarioParser.parseStatement(line, handles: &handles, databases: &databases) else { return nil }
             return session.interact(step)
         } catch {
             return "syntax error: \(error.description)"

@@ -23,11 +23,22 @@ public enum ScenarioParser {
     public static func parseStatement(
         _ text: String, handles: inout Set<String>, file: String = "shell"
     ) throws(ScenarioSyntaxError) -> Step? {
+        var databases: Set<String> = []
+        return try parseStatement(text, handles: &handles, databases: &databases, file: file)
+    }
+
+    /// One statement typed into an interactive session, as ``parseStatement(_:handles:file:)``,
+    /// with the database connection names so far in `databases` (a `db open … as d` adds `d`).
+    public static func parseStatement(
+        _ text: String, handles: inout Set<String>, databases: inout Set<String>, file: String = "shell"
+    ) throws(ScenarioSyntaxError) -> Step? {
         guard let line = try Lexer(file: file).lines(of: Data(text.utf8)).first else { return nil }
         var parser = Parser(file: file)
         parser.handles = handles
+        parser.databases = databases
         let step = try parser.step(line)
         handles = parser.handles
+        databases = parser.databases
         return step
     }
 }
