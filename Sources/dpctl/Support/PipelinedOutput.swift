@@ -27,9 +27,9 @@ final class PipelinedOutput: @unchecked Sendable {
         slots = DispatchSemaphore(value: depth)
     }
 
-    deinit {
-        queue.sync {}
-    }
+    // No wait in deinit: every queued piece holds the output, so none is pending once it is being
+    // released, and the last release may happen on the queue itself (a piece that failed after the
+    // caller gave up), where a `queue.sync` would wait for itself: libdispatch traps (SIGILL).
 
     /// Queues `piece`; throws an earlier write's error.
     func write(_ piece: Data) throws {
