@@ -8,8 +8,9 @@ import Testing
 /// 0600 for every file (data, journal, metadata, temporary, device files), 0700
 /// for every directory, whatever the umask.
 ///
-/// (String paths with `..`, NUL bytes and empty components are refused with
-/// `invalidPath` by every operation: `ClassStateTableTests.invalidPathWinsOverEverything`.)
+/// (String paths with `..` or NUL bytes are refused with `invalidPath` by every
+/// operation: `ClassStateTableTests.invalidPathWinsOverEverything`; `.` and empty
+/// components are ignored, as in POSIX: Tests/Scenarios/paths.scenario.)
 @Suite("Hostile paths, planted links and modes", .serialized)
 struct HostilePathTests {
     /// A store in `root/store`, and an attacker's directory `root/outside`.

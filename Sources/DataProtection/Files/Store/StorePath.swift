@@ -14,25 +14,18 @@ struct StorePath: Hashable, Sendable, CustomStringConvertible {
 
     init(components: [String]) { self.components = components }
 
-    /// Parses `path`.
+    /// Parses `path`. As in POSIX paths, `.` components and the empty components of
+    /// repeated or trailing `/` are ignored (`./Documents//a.txt/` is `Documents/a.txt`).
     ///
-    /// - Throws: `invalidPath` for an empty path, an empty, `.` or `..` component,
-    ///   a NUL byte, or a name too long to encrypt.
+    /// - Throws: `invalidPath` for an empty path, a `..` component, a NUL byte, or a
+    ///   name too long to encrypt.
     init(_ path: String) throws(DataProtectionError) {
         guard !path.isEmpty else { throw Self.invalid(path, "the path is empty") }
         guard !path.utf8.contains(0) else { throw Self.invalid(path, "the path contains a NUL byte") }
-        var body = Substring(path)
-        if body.hasPrefix("/") { body = body.dropFirst() }
-        if body.hasSuffix("/") { body = body.dropLast() }
-        guard !body.isEmpty else {
-            self.components = []
-            return
-        }
-        let components = body.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        let components = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init).filter { $0 != "." }
         for component in components {
             switch component {
-            case "": throw Self.invalid(path, "the path has an empty component")
-            case ".", "..": throw Self.invalid(path, "the path has a `\(component)` component")
+            case "..": throw Self.invalid(path, "the path has a `..` component")
             default:
                 guard component.utf8.count <= Self.maximumNameLength else {
                     throw Self.invalid(path, "the name \"\(component.prefix(20))…\" is longer than \(Self.maximumNameLength) bytes")
@@ -46,7 +39,7 @@ struct StorePath: Hashable, Sendable, CustomStringConvertible {
 
     private static func invalid(_ path: String, _ reason: String) -> DataProtectionError {
         DataProtectionError(.invalidPath, "Invalid path \"\(path.replacingOccurrences(of: "\0", with: "\\0"))\": \(reason).",
-                            hint: "Paths are `/`-separated names inside the store, e.g. Documents/notes.txt.")
+                            hint: "Paths are `/`-separated names inside the store, e.g. Documents/notes.txt; `..` is not allowed.")
     }
 }
 
