@@ -1,3 +1,5 @@
+import Foundation
+
 /// The one error type of DataProtection.
 ///
 /// ``code`` is stable (the codes of the semantics contract) and is what programs
@@ -69,6 +71,15 @@ public struct DataProtectionError: Error, Sendable, Hashable, CustomStringConver
 
     /// `message (code)`.
     public var description: String { "\(message) (\(code.rawValue))" }
+}
+
+extension DataProtectionError: LocalizedError {
+    /// The message and the code, as ``description``: what `localizedDescription` shows
+    /// (instead of Foundation's "The operation could not be completed").
+    public var errorDescription: String? { description }
+
+    /// The hint, when there is one.
+    public var recoverySuggestion: String? { hint }
 }
 
 extension DataProtectionError {
