@@ -99,7 +99,7 @@ struct IOFaultTests {
         },
         Operation(name: "create directories", run: { store, _ in
             try store.createDirectory(atPath: "/x/y")
-        }, intermediate: ["/x": "dir -"]),
+        }, intermediate: ["/x": "dir C"]),
         Operation(name: "copy a file") { store, _ in
             try store.copyItem(atPath: "/dir/b.txt", toPath: "/copy.txt")
         },

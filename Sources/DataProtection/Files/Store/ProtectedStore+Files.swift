@@ -146,8 +146,15 @@ extension ProtectedStore {
             case .missing:
                 throw DataProtectionError(.fileNotFound, "No such file or directory: \(storePath).")
             case .directory:
-                let metadata = try directoryMetadata(at: location.disk, place: location.place)
-                return ProtectedItemAttributes(type: .directory, size: 0, protectionClass: metadata.protectionClass,
+                // The class its new files would take: its own, else the nearest ancestor's, else the default.
+                var protectionClass = try directoryMetadata(at: location.disk, place: location.place).protectionClass
+                var ancestor = storePath
+                while protectionClass == nil, !ancestor.isRoot {
+                    ancestor = ancestor.parent
+                    let above = try locate(ancestor)
+                    protectionClass = try directoryMetadata(at: above.disk, place: above.place).protectionClass
+                }
+                return ProtectedItemAttributes(type: .directory, size: 0, protectionClass: protectionClass ?? .default,
                                                creationDate: nil, modificationDate: modification)
             case .file:
                 let header = try OpenFile.peekHeader(at: location.disk, place: location.place, device: device)
@@ -293,6 +300,14 @@ extension ProtectedStore {
         try writer.write([.data(metadata.placed(origin.place, target.place, device: device).encoded(device: device))], to: metadataPath)
         forgetDirectories()
         try fileSystem.rename(origin.disk, to: target.disk)
+        // Handles follow their files: every open file inside now lives under the new name.
+        for file in state.withLock({ $0.openFiles.values.map(\.file) }) {
+            let path = file.path
+            guard path.starts(with: origin.disk) else { continue }
+            var moved = target.disk
+            for component in path.components.dropFirst(origin.disk.components.count) { moved.append(component) }
+            file.moved(to: moved)
+        }
         try synchronizeDirectories(of: origin, target)
         try writer.write([.data(metadata.placed(target.place, target.place, device: device).encoded(device: device))],
                          to: target.disk.appending(DirectoryMetadata.fileName))
@@ -310,8 +325,10 @@ extension ProtectedStore {
             case .directory: throw DataProtectionError(.isADirectory, "\(from) is a directory: only files can be copied.")
             case .file: break
             }
-            guard try locate(to.parent).kind == .directory else {
-                throw DataProtectionError(.fileNotFound, "No such directory: \(to.parent).")
+            switch try locate(to.parent).kind {
+            case .directory: break
+            case .file: throw DataProtectionError(.notADirectory, "\(to.parent) is a file, not a directory.")
+            case .missing: throw DataProtectionError(.fileNotFound, "No such directory: \(to.parent).")
             }
             guard try locate(to).kind == .missing else { throw DataProtectionError(.fileExists, "\(to) already exists.") }
             let file = try acquire(origin)

@@ -346,7 +346,11 @@ public final class ProtectedStore: Sendable {
             state.openFiles[file.identity] = entry
             return false
         }
-        guard last else { return }
+        guard last else {
+            // Closing a handle makes its writes durable, even while other handles keep the file open.
+            try file.flush(durable: true)
+            return
+        }
         defer { settle(file.identity) }
         try file.close(flushing: true)
     }

@@ -301,7 +301,7 @@ import Testing
             try store.createDirectory(atPath: "A", protection: .complete)
             try store.createDirectory(atPath: "plain")
             #expect(try store.attributesOfItem(atPath: "A").protectionClass == .complete)
-            #expect(try store.attributesOfItem(atPath: "plain").protectionClass == nil)
+            #expect(try store.attributesOfItem(atPath: "plain").protectionClass == .completeUntilFirstUserAuthentication)  // the class its new files take (semantics.md)
             try store.write(Data("1".utf8), to: "A/written")
             try store.openFile(atPath: "A/opened", create: true).close()
             try store.write(Data("2".utf8), to: "A/deep/er/file")  // intermediate directories inherit
