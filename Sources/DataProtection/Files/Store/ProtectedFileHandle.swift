@@ -49,7 +49,7 @@ public final class ProtectedFileHandle: Sendable {
     }
 
     deinit {
-        if !state.withLock({ $0.closed }) { try? store.release(file) }
+        if !state.withLock({ $0.closed }) { try? store.release(file, flushing: mode.canWrite) }
     }
 
     /// The file's protection class.
@@ -182,7 +182,7 @@ public final class ProtectedFileHandle: Sendable {
             return !state.closed
         }
         guard wasOpen, !file.isClosed else { return }
-        try store.release(file)
+        try store.release(file, flushing: mode.canWrite)
     }
 
     // MARK: - Checks, in the contract's order: closed, mode, key (in `OpenFile`)

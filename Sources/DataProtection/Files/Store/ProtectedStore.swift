@@ -333,8 +333,9 @@ public final class ProtectedStore: Sendable {
     }
 
     /// Drops one use of `file`; the last one flushes and closes it (nobody opens the
-    /// file again until that is done).
-    func release(_ file: OpenFile) throws(DataProtectionError) {
+    /// file again until that is done). With `flushing`, a use that is not the last
+    /// flushes durably too: a handle that may have written is closing.
+    func release(_ file: OpenFile, flushing: Bool = false) throws(DataProtectionError) {
         let last = state.withLock { state -> Bool in
             guard var entry = state.openFiles[file.identity], entry.file === file else { return false }
             entry.users -= 1
@@ -348,7 +349,7 @@ public final class ProtectedStore: Sendable {
         }
         guard last else {
             // Closing a handle makes its writes durable, even while other handles keep the file open.
-            try file.flush(durable: true)
+            if flushing { try file.flush(durable: true) }
             return
         }
         defer { settle(file.identity) }
