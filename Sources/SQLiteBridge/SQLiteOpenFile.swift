@@ -41,6 +41,14 @@ final class SQLiteOpenFile {
         }
     }
 
+    /// `SQLITE_OK` when the storage lets the file's content be used now, else the code for its refusal.
+    func checkAccess(failing code: Int32) -> Int32 {
+        perform(code) {
+            try file.checkAccess()
+            return SQLITE_OK
+        }
+    }
+
     /// The methods of every file of the VFS (version 2: with shared memory, without memory mapping).
     nonisolated(unsafe) static let methods: UnsafeMutablePointer<sqlite3_io_methods> = {
         let methods = UnsafeMutablePointer<sqlite3_io_methods>.allocate(capacity: 1)
@@ -146,10 +154,7 @@ private let fileLock: @convention(c) (UnsafeMutablePointer<sqlite3_file>?, Int32
     let open = SQLiteOpenFile.from(file)
     if open.lockLevel == SQLITE_LOCK_NONE {
         // A transaction starts: not from the page cache if the storage refuses now.
-        let status = open.perform(SQLiteResultCode.ioErrorLock) {
-            try open.file.checkAccess()
-            return SQLITE_OK
-        }
+        let status = open.checkAccess(failing: SQLiteResultCode.ioErrorLock)
         guard status == SQLITE_OK else { return status }
     }
     open.lockLevel = open.vfs.locks.lock(open.lockKey, holder: open.holder, from: open.lockLevel, to: wanted)
@@ -188,10 +193,7 @@ private let fileShmLock: @convention(c) (UnsafeMutablePointer<sqlite3_file>?, In
     let open = SQLiteOpenFile.from(file)
     if flags & SQLITE_SHM_LOCK != 0 {
         // WAL mode starts its transactions here, without reading the database file.
-        let status = open.perform(SQLiteResultCode.ioErrorShmLock) {
-            try open.file.checkAccess()
-            return SQLITE_OK
-        }
+        let status = open.checkAccess(failing: SQLiteResultCode.ioErrorShmLock)
         guard status == SQLITE_OK else { return status }
     }
     let granted = open.vfs.sharedMemory.lock(open.lockKey, holding: &open.sharedMemory, holder: open.holder,

@@ -78,3 +78,21 @@ public enum SQLiteResultCode {
     static let ioErrorShmMap: Int32 = 10 | (21 << 8)
     static let ioErrorDeleteNoEntry: Int32 = 10 | (23 << 8)
 }
+
+extension SQLiteRow {
+    /// The row as `sqlite3` prints it in list mode, without the newline: columns joined by
+    /// `|`, NULL as nothing, numbers and text as SQLite's text, blobs as their bytes. What
+    /// `dpctl sql` prints and what a scenario's `<d>.query` expectation is written as.
+    public var listModeText: Data {
+        var text = Data()
+        for (column, value) in values.enumerated() {
+            if column > 0 { text.append(UInt8(ascii: "|")) }
+            switch value {
+            case .null: break
+            case .blob(let bytes): text.append(bytes)
+            default: text.append(Data((texts[column] ?? "").utf8))
+            }
+        }
+        return text
+    }
+}

@@ -202,14 +202,7 @@ final class ScenarioSession {
         var text = Data()
         for (index, row) in rows.enumerated() {
             if index > 0 { text.append(0x0A) }
-            for (column, value) in row.values.enumerated() {
-                if column > 0 { text.append(UInt8(ascii: "|")) }
-                switch value {
-                case .null: break
-                case .blob(let bytes): text.append(bytes)
-                default: text.append(Data((row.texts[column] ?? "").utf8))
-                }
-            }
+            text.append(row.listModeText)
         }
         return text
     }

@@ -61,14 +61,7 @@ struct SQL: ParsableCommand {
             var outputError: (any Error)?
             try database.execute(sql) { row in
                 guard outputError == nil else { return }
-                for (index, value) in row.values.enumerated() {
-                    if index > 0 { text.append(UInt8(ascii: "|")) }
-                    switch value {
-                    case .null: break
-                    case .blob(let bytes): text.append(bytes)
-                    default: text.append(Data((row.texts[index] ?? "").utf8))
-                    }
-                }
+                text.append(row.listModeText)
                 text.append(0x0A)
                 if text.count >= 1 << 16 {
                     do { try standardOutput.write(text) } catch { outputError = error }

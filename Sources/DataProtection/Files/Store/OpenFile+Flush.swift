@@ -148,25 +148,18 @@ extension OpenFile {
             precondition(direct.chunks.upperBound <= newLength >> UInt64(header.chunkShift), "direct chunks past the end")
             indices.formUnion(direct.chunks)
         }
-        // Committed chunks it changes (the old last partial one, when it grows) stay cached and
-        // dirty until the commit: they would need the journal, which is what deferring avoids.
+        // Committed chunks it changes (the old last partial one, when it grows) stay cached and dirty
+        // until the commit: a deferred append leaves them for the commit that needs the journal, and a
+        // flush that fails half way (an I/O error, a short `pwrite` that tears one on disk, repaired
+        // from the journal at the next open or below) still reads them from memory and seals them
+        // again next time. Chunks of a direct write are sealed from the caller's data instead.
         let committedChanges = indices.filter { $0 < oldCount }
         let deferred = !durable && newLength >= oldLength && committedChanges.count <= Self.retainedLimit
             && !committedChanges.contains { direct?.chunks.contains($0) ?? false }
-        if deferred {
-            for index in committedChanges where cache[index]?.dirty != true {
-                cache[index] = (try cachedOrLoaded(index, keys: keys), true)
-            }
-            indices.subtract(committedChanges)
-        } else {
-            // Until the commit is done, the committed chunks it overwrites stay in memory, dirty:
-            // if the flush fails half way (an I/O error, a short `pwrite` that tears one on disk,
-            // repaired from the journal at the next open or below), reads still see them and the
-            // next flush seals them again.
-            for index in committedChanges where cache[index]?.dirty != true && !(direct?.chunks.contains(index) ?? false) {
-                cache[index] = (try cachedOrLoaded(index, keys: keys), true)
-            }
+        for index in committedChanges where cache[index]?.dirty != true && !(direct?.chunks.contains(index) ?? false) {
+            cache[index] = (try cachedOrLoaded(index, keys: keys), true)
         }
+        if deferred { indices.subtract(committedChanges) }
         // A shrink is in flight until its `ftruncate` is done: it allocates one record more than the
         // new length needs, so a crash before the truncation leaves a file the reader tolerates.
         var allocated = max(header.allocatedRecords, newLength < oldLength ? newCount + 1 : newCount)
