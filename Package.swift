@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "DataProtection", targets: ["DataProtection"]),
         .library(name: "DataProtectionSQLite", targets: ["DataProtectionSQLite"]),
         .library(name: "DataProtectionGRDB", targets: ["DataProtectionGRDB"]),
+        .library(name: "DataProtectionAgent", targets: ["DataProtectionAgent"]),
         .library(name: "DataProtectionScenarios", targets: ["DataProtectionScenarios"]),
         .library(name: "DataProtectionScenarioTesting", targets: ["DataProtectionScenarioTesting"]),
         .executable(name: "dpctl", targets: ["dpctl"]),
@@ -45,6 +46,24 @@ let package = Package(
         .target(
             name: "SQLiteBridge",
             dependencies: ["CSQLite", "SodiumBridge"]
+        ),
+        // The socket and process calls Swift cannot make itself (SCM_RIGHTS, SO_PEERCRED, prctl).
+        // Only SocketBridge includes it.
+        .target(name: "CSocket"),
+        // The one place for socket syscalls and their pointers: Unix-domain sockets with
+        // descriptor passing and peer credentials, and process hardening.
+        .target(
+            name: "SocketBridge",
+            dependencies: ["CSocket"]
+        ),
+        // The agent (one owner serving a store to other processes) and its client.
+        .target(
+            name: "DataProtectionAgent",
+            dependencies: [
+                "DataProtection", "SocketBridge", "SodiumBridge",
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         // Protected SQLite databases: the store as SQLite's file system (`ProtectedDatabase`).
         .target(
@@ -89,6 +108,8 @@ let package = Package(
             name: "dpctl",
             dependencies: [
                 "DataProtection",
+                "DataProtectionAgent",
+                "SocketBridge",
                 "DataProtectionScenarios",
                 "DataProtectionSQLite",
                 "SodiumBridge",

@@ -21,4 +21,12 @@ package enum Sodium {
         ensureInitialized()
         return String(cString: sodium_version_string())
     }
+
+    /// Zeroes `bytes` in a way the compiler cannot drop (`sodium_memzero`): for transient
+    /// buffers that held a secret, such as a frame that carried a passcode.
+    package static func wipe(_ bytes: inout [UInt8]) {
+        bytes.withUnsafeMutableBytes { buffer in
+            if let base = buffer.baseAddress { sodium_memzero(base, buffer.count) }
+        }
+    }
 }

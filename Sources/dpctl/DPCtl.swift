@@ -28,7 +28,7 @@ struct DPCtl: ParsableCommand {
         discussion: "Run `dpctl demo` for a narrated tour.",
         version: "0.1.0",
         subcommands: [
-            Init.self, Status.self, Unlock.self, Put.self, Get.self, Cat.self, List.self, Stat.self,
+            Init.self, Status.self, Unlock.self, Lock.self, Watch.self, AgentCommand.self, Put.self, Get.self, Cat.self, List.self, Stat.self,
             MakeDirectory.self, Remove.self, Move.self, Copy.self, SetClass.self, SQL.self, PasscodeCommand.self, Erase.self,
             Demo.self, Scenario.self, Shell.self, Bench.self,
         ]
@@ -66,7 +66,11 @@ extension DataProtectionError {
     func reportAndExit() -> ExitCode {
         var standardError = FileHandle.standardError
         print("dpctl: error: \(message) (\(code.rawValue))", to: &standardError)
-        if let hint { print("dpctl: hint: \(hint)", to: &standardError) }
+        if code == .protectedDataUnavailable && Session.throughAgent {
+            print("dpctl: hint: The agent's device is locked for this class: run `dpctl unlock`.", to: &standardError)
+        } else if let hint {
+            print("dpctl: hint: \(hint)", to: &standardError)
+        }
         return ExitCode(ExitStatus.code(for: code))
     }
 }

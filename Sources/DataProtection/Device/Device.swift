@@ -189,6 +189,13 @@ public final class Device: Sendable {
         }
     }
 
+    /// When the next class key is discarded: the end of the grace period, or of the
+    /// inactivity period, after a lock (`nil`: no discard pending).
+    public var nextKeyDiscard: DeviceInstant? {
+        expireDue()
+        return core.withLock { $0.deadlines.values.min() }
+    }
+
     // MARK: - Lock and unlock
 
     /// Unlocks the device with `passcode` (`nil`: a bare unlock, an attempt with the empty passcode).

@@ -30,11 +30,11 @@ struct PasscodeCommand: ParsableCommand {
         func run() throws {
             try reporting {
                 let session = try Session(storeOptions)
-                guard !session.device.hasPasscode else {
+                guard try !session.device.hasPasscode else {
                     throw DataProtectionError(.fileExists, "A passcode is already set.", hint: "Use `dpctl passcode change`.")
                 }
                 let passcode = try Passcode.obtain(file: storeOptions.passcodeFile, prompt: "New passcode: ", confirm: true)
-                try session.device.unlock()
+                try session.device.unlock(passcode: nil)
                 try session.device.setPasscode(passcode)
                 print("Passcode set.")
             }
@@ -51,7 +51,7 @@ struct PasscodeCommand: ParsableCommand {
         func run() throws {
             try reporting {
                 let session = try Session(storeOptions)
-                guard session.device.hasPasscode else {
+                guard try session.device.hasPasscode else {
                     throw DataProtectionError(.invalidArgument, "No passcode is set.", hint: "Use `dpctl passcode set`.")
                 }
                 let old = try Passcode.obtain(file: storeOptions.passcodeFile, prompt: "Current passcode: ")
@@ -72,7 +72,7 @@ struct PasscodeCommand: ParsableCommand {
         func run() throws {
             try reporting {
                 let session = try Session(storeOptions)
-                guard session.device.hasPasscode else {
+                guard try session.device.hasPasscode else {
                     throw DataProtectionError(.invalidArgument, "No passcode is set.")
                 }
                 let old = try Passcode.obtain(file: storeOptions.passcodeFile, prompt: "Current passcode: ")

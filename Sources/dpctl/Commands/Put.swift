@@ -1,5 +1,7 @@
 import ArgumentParser
 import DataProtection
+import DataProtectionAgent
+import SystemPackage
 import Foundation
 
 /// `dpctl put <src|-> <path>`: stores a file, streaming in 1 MiB pieces.
@@ -43,6 +45,11 @@ struct Put: ParsableCommand {
             // Existence errors come before the passcode (semantics.md's order).
             if let existing = try? session.store.attributesOfItem(atPath: path), existing.type == .directory {
                 throw DataProtectionError(.isADirectory, "\(path) is a directory.")
+            }
+            if let agent = session.agent {
+                // The agent reads the file (or standard input) itself: its descriptor goes over the socket.
+                try agent.write(contentsOf: FileDescriptor(rawValue: input.fileDescriptor), to: path, protection: protectionClass)
+                return
             }
             let effective = session.effectiveClass(forNewFileAt: path, given: protectionClass)
             // Creating a completeUnlessOpen file needs only the class B public key.

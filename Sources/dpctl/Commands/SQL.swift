@@ -34,7 +34,11 @@ struct SQL: ParsableCommand {
     func run() throws {
         try reporting {
             let session = try Session(storeOptions)
-            let store = session.store
+            guard let store = session.local else {
+                throw DataProtectionError(
+                    .storeBusy, "The store is served by its agent (pid \(session.agent?.agentProcessIdentifier ?? 0)); `dpctl sql` does not go through the agent yet.",
+                    hint: "Stop the agent (`dpctl agent stop`) for the query, then start it again.")
+            }
             let exists = store.fileExists(atPath: path)
             guard exists || create else {
                 throw DataProtectionError(.fileNotFound, "No database at \(path).", hint: "Pass --create to make one.")

@@ -5,10 +5,11 @@ import Foundation
 /// `dpctl unlock`: checks the passcode (an attempt, counted like any other).
 struct Unlock: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Check the passcode by unlocking the device (a counted attempt).",
+        abstract: "Unlock the agent's device, or check the passcode when no agent runs (a counted attempt).",
         discussion: """
-            Every dpctl command boots the device and unlocks it only for its own operation, \
-            so the unlocked state does not outlive the command (there is no `lock` to run).
+            With an agent (`dpctl agent start`), the passcode is read here and sent to the agent, whose device \
+            stays unlocked until `dpctl lock` or auto-lock. Without one, every dpctl command boots the device and \
+            unlocks it only for its own operation, so this only checks the passcode.
             """)
 
     @OptionGroup var storeOptions: StoreOptions
@@ -17,7 +18,7 @@ struct Unlock: ParsableCommand {
         try reporting {
             let session = try Session(storeOptions)
             try session.unlock()
-            print("Unlocked: the passcode is right.")
+            print(session.agent == nil ? "Unlocked: the passcode is right." : "Unlocked: the agent's device stays unlocked until `dpctl lock` or auto-lock.")
         }
     }
 }

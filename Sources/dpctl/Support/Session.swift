@@ -1,24 +1,76 @@
 import ArgumentParser
 import DataProtection
+import DataProtectionAgent
 import DataProtectionScenarios
 import Foundation
 
-/// One command's use of the store: opens it (booting the device), unlocks only when needed.
+/// One command's use of the store: through the store's agent when one runs (the agent's
+/// device, no passcode asked while the class is available), else by opening it for the
+/// command's run (booting the device; unlocking only when needed).
 struct Session {
     let options: StoreOptions
     let location: StoreLocation
-    let store: ProtectedStore
-    var device: Device { store.device }
+    /// The store, in this process or in the agent.
+    let store: any ProtectedFileSystem
+    /// Its device.
+    let device: any DeviceControlling
+    /// The agent serving the store, if one runs.
+    let agent: AgentStore?
+    /// The store opened in this process, when no agent runs.
+    let local: ProtectedStore?
 
-    /// Opens the existing store (`fileNotFound` with a hint to run `dpctl init` if there is none).
+    /// Whether the command in this process talks to an agent (for the hints of its errors).
+    nonisolated(unsafe) static var throughAgent = false
+
+    /// Opens the existing store (`fileNotFound` with a hint to run `dpctl init` if there is
+    /// none): connects to its agent when one runs, else owns the store for the command.
     init(_ options: StoreOptions) throws(DataProtectionError) {
         self.options = options
+        let location = try Self.location(options)
+        self.location = location
+        if let agent = try Self.agent(location) {
+            Self.throughAgent = true
+            (self.agent, self.local, self.store, self.device) = (agent, nil, agent, agent.device)
+        } else {
+            let local = try Self.open(location, options: options)
+            (self.agent, self.local, self.store, self.device) = (nil, local, local, local.device)
+        }
+    }
+
+    /// Opens the store in this process with `configuration`, even when an agent would serve
+    /// it (`dpctl agent start`).
+    init(owning options: StoreOptions, configuration: DeviceConfiguration) throws(DataProtectionError) {
+        self.options = options
+        location = try Self.location(options)
+        let local = try Self.open(location, options: options, configuration: configuration)
+        (agent, self.local, store, device) = (nil, local, local, local.device)
+    }
+
+    /// The existing store's directories.
+    static func location(_ options: StoreOptions) throws(DataProtectionError) -> StoreLocation {
         guard let location = try StoreLocation.existing(options) else {
             throw DataProtectionError(.fileNotFound, "No store at \(options.directory.path).",
                                       hint: "Run `dpctl init` to create one, or pass --store <dir> (or set DPCTL_STORE).")
         }
-        self.location = location
-        self.store = try Self.open(location, options: options)
+        return location
+    }
+
+    /// The agent of the store at `location`, if one answers at its socket.
+    static func agent(_ location: StoreLocation) throws(DataProtectionError) -> AgentStore? {
+        do {
+            return try AgentStore(socketPath: location.agentSocket)
+        } catch where error.code == .fileNotFound {
+            return nil
+        }
+    }
+
+    /// The agent, or a failure saying that the command needs one.
+    func requireAgent(for command: String) throws(DataProtectionError) -> AgentStore {
+        guard let agent else {
+            throw DataProtectionError(.invalidArgument, "`dpctl \(command)` needs the store's agent, and none runs.",
+                                      hint: "Start it: `dpctl agent start` (then `dpctl unlock`).")
+        }
+        return agent
     }
 
     /// Creates a new store (`fileExists` if one is there), its device directory apart from
@@ -46,11 +98,12 @@ struct Session {
             } catch {
                 throw DataProtectionError(.ioFailure, "Cannot create \(device.deletingLastPathComponent().path): \(error.localizedDescription)")
             }
-            if let passcode {
-                self.store = try ProtectedStore(creatingAt: directory, deviceDirectory: device, passcode: passcode)
+            let local = if let passcode {
+                try ProtectedStore(creatingAt: directory, deviceDirectory: device, passcode: passcode)
             } else {
-                self.store = try Self.open(location, options: options)
+                try Self.open(location, options: options)
             }
+            (self.agent, self.local, self.store, self.device) = (nil, local, local, local.device)
         } catch {
             // Nothing half made stays behind: the data directory holds only its identity yet.
             try? FileManager.default.removeItem(at: directory)
@@ -61,8 +114,10 @@ struct Session {
 
     /// Opens the store, owning it for the command's run; while another process owns
     /// it, waits up to `--wait` (saying so on standard error when that is a terminal).
-    private static func open(_ location: StoreLocation, options: StoreOptions) throws(DataProtectionError) -> ProtectedStore {
-        var configuration = DeviceConfiguration()
+    private static func open(
+        _ location: StoreLocation, options: StoreOptions, configuration: DeviceConfiguration = DeviceConfiguration()
+    ) throws(DataProtectionError) -> ProtectedStore {
+        var configuration = configuration
         func attempt() throws(DataProtectionError) -> ProtectedStore {
             location.combined
                 ? try ProtectedStore(directory: location.data.deletingLastPathComponent(), clock: SystemClock.shared, configuration: configuration)
@@ -85,16 +140,19 @@ struct Session {
     /// Unlocks the device: a bare unlock without a passcode, else with the passcode
     /// from `--passcode-file`, `DPCTL_PASSCODE` or the terminal (counted like any attempt).
     func unlock() throws(DataProtectionError) {
-        if !device.hasPasscode {
-            try device.unlock()
+        if try !device.hasPasscode {
+            try device.unlock(passcode: nil)
             return
         }
         try device.unlock(passcode: try Passcode.obtain(file: options.passcodeFile, prompt: "Passcode: "))
     }
 
-    /// Unlocks first when `protectionClass` needs a class key that is not in memory.
+    /// Unlocks first when `protectionClass` needs a class key that is not in memory. Never
+    /// through an agent: its device stays as it is (`dpctl unlock` unlocks it); an operation
+    /// on a class it lacks fails with protectedDataUnavailable.
     func unlock(for protectionClass: ProtectionClass) throws(DataProtectionError) {
-        if protectionClass.requiresPasscodeKey && !device.isAvailable(protectionClass) { try unlock() }
+        guard agent == nil, protectionClass.requiresPasscodeKey else { return }
+        if try !device.isAvailable(protectionClass) { try unlock() }
     }
 
     /// The class a new file at `path` would take: the replaced file's, else the

@@ -1,4 +1,5 @@
 import DataProtection
+import DataProtectionAgent
 import Foundation
 
 /// Where a store's two directories are: the data (encrypted files) and the device
@@ -14,6 +15,14 @@ struct StoreLocation {
     let device: URL
     /// `device/` and `files/` in the store directory (stores made before 0.2).
     let combined: Bool
+
+    /// Where the store's agent listens: `$DPCTL_AGENT_SOCKET` if set, else
+    /// `$XDG_RUNTIME_DIR/dpctl/<store id>.sock`, else `agent.sock` in the device directory.
+    var agentSocket: String {
+        if let socket = ProcessInfo.processInfo.environment["DPCTL_AGENT_SOCKET"], !socket.isEmpty { return socket }
+        let identifier = combined ? nil : (try? ProtectedStore.identifier(ofDataDirectory: data)) ?? nil
+        return AgentSocketLocation.path(deviceDirectory: device, storeIdentifier: identifier)
+    }
 
     /// The device directory named by `--device` or `$DPCTL_DEVICE`, if any.
     static func explicitDevice(_ options: StoreOptions) -> URL? {

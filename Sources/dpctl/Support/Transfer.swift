@@ -1,5 +1,6 @@
 import ArgumentParser
 import DataProtection
+import DataProtectionAgent
 import Foundation
 import SystemPackage
 
@@ -12,8 +13,9 @@ struct Transfer {
     func run(to output: String?) throws {
         let attributes = try session.store.attributesOfItem(atPath: path)
         guard attributes.type == .file else { throw DataProtectionError(.isADirectory, "\(path) is a directory.") }
+        if let agent = session.agent { return try run(through: agent, to: output) }
         try session.unlock(for: attributes.protectionClass ?? .default)
-        let handle = try session.store.fileHandle(forReadingAtPath: path)
+        let handle = try session.store.openFile(forReadingAtPath: path)
         defer { try? handle.close() }
         let bar = ProgressBar(total: attributes.size, quiet: quiet)
         defer { bar.finish() }
@@ -34,6 +36,23 @@ struct Transfer {
                 bar.advance(by: piece.count)
             }
             try pipeline.finish()
+            try file.commit()
+        } catch {
+            file.abandon()
+            throw error
+        }
+    }
+
+    /// Through the agent: it writes the file straight into standard output or the output
+    /// file's descriptor (passed over its socket), with no copy through this process.
+    private func run(through agent: AgentStore, to output: String?) throws {
+        guard let output, output != "-" else {
+            try agent.copyContents(atPath: path, to: .standardOutput)
+            return
+        }
+        let file = try OutputFile.open(output)
+        do {
+            try agent.copyContents(atPath: path, to: file.descriptor)
             try file.commit()
         } catch {
             file.abandon()

@@ -19,6 +19,15 @@ public struct ProtectedItemAttributes: Sendable, Hashable {
     /// When the item last changed on disk.
     public var modificationDate: Date?
 
+    /// Attributes as given (an agent client rebuilds them from the wire).
+    public init(type: ItemType, size: UInt64, protectionClass: ProtectionClass?, creationDate: Date?, modificationDate: Date?) {
+        self.type = type
+        self.size = size
+        self.protectionClass = protectionClass
+        self.creationDate = creationDate
+        self.modificationDate = modificationDate
+    }
+
     /// The same, keyed as `FileManager.attributesOfItem(atPath:)` keys them.
     public var dictionary: [FileAttributeKey: Any] {
         var result: [FileAttributeKey: Any] = [

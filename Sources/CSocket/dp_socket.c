@@ -1,0 +1,171 @@
+#define _GNU_SOURCE
+#include "dp_socket.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+int dp_socket_path_limit(void) {
+    struct sockaddr_un address;
+    return (int)sizeof(address.sun_path) - 1;
+}
+
+static int fill_address(struct sockaddr_un *address, const char *path) {
+    size_t length = strlen(path);
+    if (length == 0 || length > sizeof(address->sun_path) - 1) return -ENAMETOOLONG;
+    memset(address, 0, sizeof(*address));
+    address->sun_family = AF_UNIX;
+    memcpy(address->sun_path, path, length);
+    return 0;
+}
+
+int dp_socket_listen(const char *path, int backlog) {
+    struct sockaddr_un address;
+    int status = fill_address(&address, path);
+    if (status < 0) return status;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    // The socket file is created 0600 whatever the umask: only its user may connect.
+    mode_t saved = umask(0177);
+    status = bind(fd, (struct sockaddr *)&address, sizeof(address));
+    int bindError = errno;
+    umask(saved);
+    if (status < 0) {
+        close(fd);
+        return -bindError;
+    }
+    if (listen(fd, backlog) < 0) {
+        int error = errno;
+        close(fd);
+        return -error;
+    }
+    return fd;
+}
+
+int dp_socket_connect(const char *path) {
+    struct sockaddr_un address;
+    int status = fill_address(&address, path);
+    if (status < 0) return status;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    while (connect(fd, (struct sockaddr *)&address, sizeof(address)) < 0) {
+        if (errno == EINTR) continue;
+        int error = errno;
+        close(fd);
+        return -error;
+    }
+    return fd;
+}
+
+int dp_socket_accept(int listener) {
+    for (;;) {
+        int fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+        if (fd >= 0) return fd;
+        if (errno != EINTR) return -errno;
+    }
+}
+
+int dp_socket_peer(int fd, int *pid, unsigned *uid, unsigned *gid) {
+    struct ucred credentials;
+    socklen_t length = sizeof(credentials);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) < 0) return -errno;
+    *pid = credentials.pid;
+    *uid = credentials.uid;
+    *gid = credentials.gid;
+    return 0;
+}
+
+ssize_t dp_socket_send(int fd, const void *bytes, size_t length, int passed) {
+    struct iovec vector = {.iov_base = (void *)bytes, .iov_len = length};
+    struct msghdr message = {0};
+    message.msg_iov = &vector;
+    message.msg_iovlen = 1;
+    union {
+        char buffer[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    if (passed >= 0) {
+        memset(&control, 0, sizeof(control));
+        message.msg_control = control.buffer;
+        message.msg_controllen = sizeof(control.buffer);
+        struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+        header->cmsg_level = SOL_SOCKET;
+        header->cmsg_type = SCM_RIGHTS;
+        header->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(header), &passed, sizeof(int));
+    }
+    for (;;) {
+        ssize_t sent = sendmsg(fd, &message, MSG_NOSIGNAL);
+        if (sent >= 0) return sent;
+        if (errno != EINTR) return -errno;
+    }
+}
+
+ssize_t dp_socket_receive(int fd, void *bytes, size_t length, int *received) {
+    *received = -1;
+    struct iovec vector = {.iov_base = bytes, .iov_len = length};
+    struct msghdr message = {0};
+    message.msg_iov = &vector;
+    message.msg_iovlen = 1;
+    union {
+        char buffer[CMSG_SPACE(sizeof(int) * 4)];
+        struct cmsghdr align;
+    } control;
+    message.msg_control = control.buffer;
+    message.msg_controllen = sizeof(control.buffer);
+    ssize_t count;
+    for (;;) {
+        count = recvmsg(fd, &message, MSG_CMSG_CLOEXEC);
+        if (count >= 0) break;
+        if (errno != EINTR) return -errno;
+    }
+    int descriptors = 0;
+    int first = -1;
+    for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header; header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+        size_t n = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < n; i++) {
+            int passed;
+            memcpy(&passed, CMSG_DATA(header) + i * sizeof(int), sizeof(int));
+            if (descriptors == 0) first = passed; else close(passed);
+            descriptors++;
+        }
+    }
+    if (descriptors > 1 || (message.msg_flags & MSG_CTRUNC)) {
+        if (first >= 0) close(first);
+        return -EPROTO;
+    }
+    *received = first;
+    return count;
+}
+
+int dp_socket_pair(int pair[2]) {
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0) return -errno;
+    return 0;
+}
+
+int dp_socket_wait_readable(int fd, int milliseconds) {
+    struct pollfd entry = {.fd = fd, .events = POLLIN};
+    for (;;) {
+        int ready = poll(&entry, 1, milliseconds);
+        if (ready >= 0) return ready > 0 ? 1 : 0;
+        if (errno != EINTR) return -errno;
+    }
+}
+
+int dp_process_harden(void) {
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) return -errno;
+    struct rlimit none = {0, 0};
+    if (setrlimit(RLIMIT_CORE, &none) < 0) return -errno;
+    return 0;
+}
+
+int dp_process_is_dumpable(void) {
+    return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+}

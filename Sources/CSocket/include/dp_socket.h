@@ -1,0 +1,36 @@
+// The socket and process calls Swift cannot make directly: ancillary data (SCM_RIGHTS)
+// and its CMSG_* macros, SO_PEERCRED's struct ucred, variadic prctl. Only SocketBridge
+// imports this module. Every function returns a value >= 0, or -errno on failure.
+#ifndef DP_SOCKET_H
+#define DP_SOCKET_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/// The longest path a Unix-domain socket address holds (sun_path less its NUL).
+int dp_socket_path_limit(void);
+/// A listening stream socket bound at `path` (mode 0600, close-on-exec).
+int dp_socket_listen(const char *path, int backlog);
+/// A stream socket connected to `path` (close-on-exec).
+int dp_socket_connect(const char *path);
+/// The next connection on a listening socket (close-on-exec); EINTR retried.
+int dp_socket_accept(int listener);
+/// The credentials the kernel recorded for the peer at connect time.
+int dp_socket_peer(int fd, int *pid, unsigned *uid, unsigned *gid);
+/// Sends up to `length` bytes (MSG_NOSIGNAL), with `passed` (when >= 0) as SCM_RIGHTS.
+ssize_t dp_socket_send(int fd, const void *bytes, size_t length, int passed);
+/// Receives up to `length` bytes; a descriptor sent with them (SCM_RIGHTS, close-on-exec)
+/// goes to `*received` (else -1). More than one descriptor, or truncated ancillary data,
+/// closes them all and fails with -EPROTO.
+ssize_t dp_socket_receive(int fd, void *bytes, size_t length, int *received);
+/// A connected pair of stream sockets (close-on-exec).
+int dp_socket_pair(int pair[2]);
+/// Waits up to `milliseconds` for `fd` to be readable or hung up: 1 if so, 0 on timeout.
+int dp_socket_wait_readable(int fd, int milliseconds);
+/// Makes the process non-dumpable (no ptrace or /proc/<pid>/mem for same-user processes)
+/// and sets its core file limit to zero.
+int dp_process_harden(void);
+/// 1 if the process is dumpable, 0 if not.
+int dp_process_is_dumpable(void);
+
+#endif

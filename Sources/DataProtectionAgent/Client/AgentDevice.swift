@@ -1,0 +1,115 @@
+import DataProtection
+import Foundation
+import Synchronization
+
+/// The device of an agent, seen from a client: the surface of ``Device`` (state,
+/// passcode, lock and unlock, notifications), carried out inside the agent.
+public final class AgentDevice: DeviceControlling {
+    let connection: AgentConnection
+
+    init(connection: AgentConnection) {
+        self.connection = connection
+    }
+
+    private func status() throws(DataProtectionError) -> AgentStatus {
+        try AgentStore.decode(try connection.call(.status), AgentStatus.decode)
+    }
+
+    public var state: DeviceState {
+        get throws(DataProtectionError) { try status().state }
+    }
+
+    public var hasPasscode: Bool {
+        get throws(DataProtectionError) { try status().passcodeSet }
+    }
+
+    public var failedPasscodeAttempts: Int {
+        get throws(DataProtectionError) { try status().failedPasscodeAttempts }
+    }
+
+    /// Whether protected data (class `complete`) is available.
+    public var isProtectedDataAvailable: Bool {
+        get throws(DataProtectionError) { try isAvailable(.complete) }
+    }
+
+    public func isAvailable(_ protectionClass: ProtectionClass) throws(DataProtectionError) -> Bool {
+        try status().availableClasses.contains(protectionClass)
+    }
+
+    public func unlock(passcode: String? = nil) throws(DataProtectionError) {
+        try empty(.unlock(passcode: passcode))
+    }
+
+    public func lock() throws(DataProtectionError) {
+        try empty(.lock)
+    }
+
+    public func setPasscode(_ newPasscode: String) throws(DataProtectionError) {
+        try empty(.setPasscode(newPasscode))
+    }
+
+    public func changePasscode(from oldPasscode: String, to newPasscode: String) throws(DataProtectionError) {
+        try empty(.changePasscode(from: oldPasscode, to: newPasscode))
+    }
+
+    public func removePasscode(_ oldPasscode: String) throws(DataProtectionError) {
+        try empty(.removePasscode(oldPasscode))
+    }
+
+    public func erase() throws(DataProtectionError) {
+        try empty(.erase)
+    }
+
+    /// Calls `body` with every notification the agent posts from now on, on this thread,
+    /// until `body` returns `false` or the agent goes away. A connection of its own carries
+    /// the events. `ready` runs once the agent is watching (nothing posted after it is missed).
+    public func watch(ready: () -> Void = {}, _ body: (AgentEvent) -> Bool) throws(DataProtectionError) {
+        let watcher = try AgentConnection(socketPath: connection.socketPath)
+        defer { watcher.close() }
+        let channel = try watcher.startWatching()
+        ready()
+        while let (payload, descriptor) = try? channel.receive() {
+            try? descriptor?.close()
+            guard case .event(let event) = try? AgentResponse.decode(payload), body(event) else { return }
+        }
+    }
+
+    /// The notifications the agent posts from now on, with when it posted them (each
+    /// stream has a connection of its own, closed when the stream ends).
+    ///
+    /// - Throws: when no agent answers (the stream never starts).
+    public func events() throws(DataProtectionError) -> AsyncStream<AgentEvent> {
+        let watcher = try AgentConnection(socketPath: connection.socketPath)
+        let channel = try watcher.startWatching()
+        let (stream, continuation) = AsyncStream<AgentEvent>.makeStream()
+        continuation.onTermination = { _ in channel.socket.shutdown() }
+        Thread.detachNewThread {
+            defer {
+                continuation.finish()
+                watcher.close()
+            }
+            while let (payload, descriptor) = try? channel.receive() {
+                try? descriptor?.close()
+                guard case .event(let event) = try? AgentResponse.decode(payload) else { return }
+                continuation.yield(event)
+            }
+        }
+        return stream
+    }
+
+    /// The notifications the agent posts from now on (an empty stream if no agent answers).
+    public func notifications() -> AsyncStream<DeviceNotification> {
+        guard let events = try? events() else { return AsyncStream { $0.finish() } }
+        return AsyncStream { continuation in
+            let task = Task {
+                for await event in events { continuation.yield(event.notification) }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    private func empty(_ request: AgentRequest) throws(DataProtectionError) {
+        try AgentStore.decode(try connection.call(request), AgentReply.empty)
+    }
+}

@@ -1,0 +1,234 @@
+import DataProtection
+import Foundation
+import SocketBridge
+import SystemPackage
+
+/// A store served by an agent (`dpctl agent start`, or an ``AgentServer`` in another
+/// program): the surface of ``ProtectedStore``, carried out inside the agent.
+///
+/// Every operation follows the agent's device and its class rules, exactly as if it ran
+/// there: a `complete` file fails with `protectedDataUnavailable` once the agent has
+/// locked, however long this client has been connected. Handles live in the agent and are
+/// closed (flushed) when this client disconnects. Safe to use from several threads (calls
+/// take turns on the one connection; open more clients for parallel work).
+public final class AgentStore: ProtectedFileSystem {
+    /// The agent's socket.
+    public var socketPath: String { connection.socketPath }
+    /// The agent's process identifier.
+    public var agentProcessIdentifier: Int32 { connection.agentProcessIdentifier }
+    /// The agent's device.
+    public let device: AgentDevice
+
+    let connection: AgentConnection
+
+    /// Connects to the agent listening at `socketPath`
+    /// (see ``AgentSocketLocation/path(deviceDirectory:storeIdentifier:environment:)``).
+    ///
+    /// - Throws: `fileNotFound` when no agent listens there; `notPermitted` when the agent
+    ///   serves another user.
+    public init(socketPath: String) throws(DataProtectionError) {
+        connection = try AgentConnection(socketPath: socketPath)
+        device = AgentDevice(connection: connection)
+    }
+
+    deinit { connection.close() }
+
+    /// Disconnects (the agent closes this client's handles).
+    public func close() { connection.close() }
+
+    /// The agent's device and timers.
+    public func status() throws(DataProtectionError) -> AgentStatus {
+        try Self.decode(try connection.call(.status), AgentStatus.decode)
+    }
+
+    /// Stops the agent: a reboot (handles flushed and closed, keys wiped), then it exits.
+    public func stopAgent() throws(DataProtectionError) {
+        _ = try connection.call(.stop)
+    }
+
+    // MARK: - Whole files
+
+    public func write(_ data: Data, to path: String, protection: ProtectionClass? = nil, options: Data.WritingOptions = []) throws(DataProtectionError) {
+        let protection = protection ?? ProtectionClass(writingOptions: options)
+        let exclusive = options.contains(.withoutOverwriting)
+        guard data.count > AgentWireFormat.maximumInlineData else {
+            _ = try connection.call(.writeFile(path: path, protection: protection, exclusive: exclusive, source: .inline(data)))
+            return
+        }
+        var offset = 0
+        do {
+            try write(to: path, protection: protection, exclusive: exclusive) { () -> Data? in
+                guard offset < data.count else { return nil }
+                let end = min(data.count, offset + AgentWireFormat.maximumInlineData)
+                defer { offset = end }
+                return data.subdata(in: offset..<end)
+            }
+        } catch let error as DataProtectionError {
+            throw error
+        } catch {
+            throw DataProtectionError(.ioFailure, "\(error)")
+        }
+    }
+
+    public func write(to path: String, protection: ProtectionClass?, exclusive: Bool, from next: () throws -> Data?) throws {
+        let (mine, theirs) = try Self.pair()
+        var failure: (any Error)?
+        _ = try connection.call(.writeFile(path: path, protection: protection, exclusive: exclusive, source: .pieces),
+                                passing: FileDescriptor(rawValue: theirs.descriptor)) { () throws(DataProtectionError) in
+            theirs.close()
+            defer { mine.close() }
+            do {
+                while let piece = try next() {
+                    var start = piece.startIndex
+                    while start < piece.endIndex {
+                        let end = min(piece.endIndex, start + AgentWireFormat.maximumInlineData)
+                        try Self.sendPiece(piece[start..<end], on: mine)
+                        start = end
+                    }
+                }
+                try Self.sendPiece(Data(), on: mine)
+            } catch let error as SocketError where error.isDisconnection {
+                // The agent stopped reading: its answer says why.
+            } catch {
+                // Closing without the end marker: the agent stores nothing.
+                failure = error
+            }
+        }
+        if let failure { throw failure }
+    }
+
+    /// Stores what `descriptor` holds from its current offset to its end at `path`: the
+    /// agent reads it directly (the descriptor is passed over the socket; no copy through
+    /// this process). Ends at the end of a file or when a pipe's writers close it.
+    public func write(contentsOf descriptor: FileDescriptor, to path: String, protection: ProtectionClass? = nil, exclusive: Bool = false)
+        throws(DataProtectionError) {
+        _ = try connection.call(.writeFile(path: path, protection: protection, exclusive: exclusive, source: .descriptor), passing: descriptor)
+    }
+
+    public func contents(atPath path: String) throws(DataProtectionError) -> Data {
+        let response = try connection.respond(.readFile(path: path))
+        guard case .descriptorNeeded(let size) = response else {
+            guard case .ok(let body) = response else { throw AgentConnection.broken(AgentProtocolViolation("an answer readFile does not take")) }
+            return try Self.decode(body, AgentReply.data)
+        }
+        let (mine, theirs) = try Self.pair()
+        var data = Data(capacity: Int(clamping: size))
+        _ = try connection.call(.readFile(path: path), passing: FileDescriptor(rawValue: theirs.descriptor)) { () throws(DataProtectionError) in
+            theirs.close()
+            defer { mine.close() }
+            var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            while true {
+                let count: Int
+                do {
+                    count = try mine.receive(into: &buffer).count
+                } catch {
+                    throw AgentConnection.broken(error)
+                }
+                if count == 0 { break }
+                data.append(contentsOf: buffer[0..<count])
+            }
+        }
+        return data
+    }
+
+    /// Writes the file at `path` into `descriptor` (a local file, pipe, terminal): the agent
+    /// writes it directly. Returns the number of bytes written.
+    @discardableResult
+    public func copyContents(atPath path: String, to descriptor: FileDescriptor) throws(DataProtectionError) -> UInt64 {
+        try Self.decode(try connection.call(.readFile(path: path), passing: descriptor), AgentReply.u64)
+    }
+
+    // MARK: - Items
+
+    public func attributesOfItem(atPath path: String) throws(DataProtectionError) -> ProtectedItemAttributes {
+        try Self.decode(try connection.call(.attributes(path: path)), ProtectedItemAttributes.decode)
+    }
+
+    /// Whether something exists at `path`.
+    public func fileExists(atPath path: String) -> Bool {
+        (try? attributesOfItem(atPath: path)) != nil
+    }
+
+    /// Whether something exists at `path`, and whether it is a directory.
+    public func fileExists(atPath path: String, isDirectory: inout Bool) -> Bool {
+        guard let attributes = try? attributesOfItem(atPath: path) else { return false }
+        isDirectory = attributes.type == .directory
+        return true
+    }
+
+    public func contentsOfDirectory(atPath path: String) throws(DataProtectionError) -> [String] {
+        try Self.decode(try connection.call(.list(path: path)), AgentReply.names)
+    }
+
+    public func createDirectory(atPath path: String, withIntermediateDirectories: Bool = true, protection: ProtectionClass? = nil)
+        throws(DataProtectionError) {
+        try empty(.createDirectory(path: path, intermediates: withIntermediateDirectories, protection: protection))
+    }
+
+    public func removeItem(atPath path: String) throws(DataProtectionError) {
+        try empty(.remove(path: path))
+    }
+
+    public func moveItem(atPath source: String, toPath destination: String) throws(DataProtectionError) {
+        try empty(.move(from: source, to: destination))
+    }
+
+    public func copyItem(atPath source: String, toPath destination: String, protection: ProtectionClass? = nil) throws(DataProtectionError) {
+        try empty(.copy(from: source, to: destination, protection: protection))
+    }
+
+    public func setProtectionClass(_ protectionClass: ProtectionClass, ofItemAtPath path: String) throws(DataProtectionError) {
+        try empty(.setProtection(path: path, protection: protectionClass))
+    }
+
+    // MARK: - Handles
+
+    public func openFile(atPath path: String, mode: ProtectedFileHandle.Mode = .update, create: Bool = false, protection: ProtectionClass? = nil)
+        throws(DataProtectionError) -> AgentFileHandle {
+        let identifier = try Self.decode(try connection.call(.open(path: path, mode: mode, create: create, protection: protection)), AgentReply.u32)
+        return AgentFileHandle(connection: connection, identifier: identifier, mode: mode)
+    }
+
+    /// A handle for reading (Foundation's `FileHandle(forReadingAtPath:)`).
+    public func fileHandle(forReadingAtPath path: String) throws(DataProtectionError) -> AgentFileHandle {
+        try openFile(atPath: path, mode: .read)
+    }
+
+    /// A handle for writing, at offset 0, without truncating.
+    public func fileHandle(forWritingAtPath path: String) throws(DataProtectionError) -> AgentFileHandle {
+        try openFile(atPath: path, mode: .write)
+    }
+
+    /// A handle for reading and writing.
+    public func fileHandle(forUpdatingAtPath path: String) throws(DataProtectionError) -> AgentFileHandle {
+        try openFile(atPath: path, mode: .update)
+    }
+
+    // MARK: - Plumbing
+
+    private func empty(_ request: AgentRequest) throws(DataProtectionError) {
+        try Self.decode(try connection.call(request), AgentReply.empty)
+    }
+
+    /// Decodes a reply body; a malformed one is a broken connection.
+    static func decode<T>(_ body: [UInt8], _ parse: ([UInt8]) throws(AgentProtocolViolation) -> T) throws(DataProtectionError) -> T {
+        do {
+            return try parse(body)
+        } catch {
+            throw AgentConnection.broken(error)
+        }
+    }
+
+    static func pair() throws(DataProtectionError) -> (UnixSocket, UnixSocket) {
+        do {
+            return try UnixSocket.pair()
+        } catch {
+            throw DataProtectionError(.ioFailure, "Cannot make a data channel to the agent: \(error).")
+        }
+    }
+
+    private static func sendPiece(_ piece: Data, on socket: UnixSocket) throws(SocketError) {
+        try socket.send(withUnsafeBytes(of: UInt32(piece.count).bigEndian) { Array($0) })
+        if !piece.isEmpty { try socket.send(piece) }
+    }
+}

@@ -1,0 +1,234 @@
+import DataProtection
+import Foundation
+
+/// One request from a client to the agent (`Keys/agent-protocol.md`, "Requests").
+///
+/// A request frame is its operation code, one byte, then its fields. Requests that
+/// move bulk data through a descriptor (`readFile`, `writeFile` without inline data)
+/// carry that descriptor with the frame (`SCM_RIGHTS`).
+public enum AgentRequest: Sendable, Hashable {
+    case hello(version: UInt32)
+    case status
+    case unlock(passcode: String?)
+    case lock
+    case readFile(path: String)
+    case writeFile(path: String, protection: ProtectionClass?, exclusive: Bool, source: AgentWriteSource)
+    case attributes(path: String)
+    case list(path: String)
+    case createDirectory(path: String, intermediates: Bool, protection: ProtectionClass?)
+    case remove(path: String)
+    case move(from: String, to: String)
+    case copy(from: String, to: String, protection: ProtectionClass?)
+    case setProtection(path: String, protection: ProtectionClass)
+    case open(path: String, mode: ProtectedFileHandle.Mode, create: Bool, protection: ProtectionClass?)
+    case read(handle: UInt32, offset: UInt64?, count: UInt32)
+    case write(handle: UInt32, offset: UInt64?, data: Data)
+    case seek(handle: UInt32, offset: UInt64)
+    case seekToEnd(handle: UInt32)
+    case offset(handle: UInt32)
+    case size(handle: UInt32)
+    case truncate(handle: UInt32, offset: UInt64)
+    case synchronize(handle: UInt32)
+    case close(handle: UInt32)
+    case watch
+    case setPasscode(String)
+    case changePasscode(from: String, to: String)
+    case removePasscode(String)
+    case erase
+    case stop
+
+    /// The operation code (the frame's first byte).
+    public var operation: UInt8 {
+        switch self {
+        case .hello: 1
+        case .status: 2
+        case .unlock: 3
+        case .lock: 4
+        case .readFile: 5
+        case .writeFile: 6
+        case .attributes: 7
+        case .list: 8
+        case .createDirectory: 9
+        case .remove: 10
+        case .move: 11
+        case .copy: 12
+        case .setProtection: 13
+        case .open: 14
+        case .read: 15
+        case .write: 16
+        case .seek: 17
+        case .seekToEnd: 18
+        case .offset: 19
+        case .size: 20
+        case .truncate: 21
+        case .synchronize: 22
+        case .close: 23
+        case .watch: 24
+        case .setPasscode: 25
+        case .changePasscode: 26
+        case .removePasscode: 27
+        case .erase: 28
+        case .stop: 29
+        }
+    }
+
+    /// Whether the request holds a passcode (its frame is wiped once sent or read).
+    var carriesPasscode: Bool {
+        switch self {
+        case .unlock, .setPasscode, .changePasscode, .removePasscode: true
+        default: false
+        }
+    }
+
+    /// Whether the request may carry a descriptor.
+    var takesDescriptor: Bool {
+        switch self {
+        case .readFile: true
+        case .writeFile(_, _, _, let source): source.inlineData == nil
+        default: false
+        }
+    }
+
+    /// Whether the request counts as use of the device for auto-lock (observing does not).
+    var countsAsActivity: Bool {
+        switch self {
+        case .hello, .status, .watch: false
+        default: true
+        }
+    }
+
+    /// The frame payload.
+    func encoded() -> [UInt8] {
+        var writer = AgentFieldWriter()
+        writer.u8(operation)
+        switch self {
+        case .hello(let version): writer.u32(version)
+        case .status, .lock, .watch, .erase, .stop: break
+        case .unlock(let passcode): writer.optional(passcode) { $0.string($1) }
+        case .readFile(let path), .attributes(let path), .list(let path), .remove(let path):
+            writer.string(path)
+        case .writeFile(let path, let protection, let exclusive, let source):
+            writer.string(path)
+            writer.protectionClass(protection)
+            writer.bool(exclusive)
+            switch source {
+            case .inline(let data):
+                writer.u8(0)
+                writer.data(data)
+            case .descriptor: writer.u8(1)
+            case .pieces: writer.u8(2)
+            }
+        case .createDirectory(let path, let intermediates, let protection):
+            writer.string(path)
+            writer.bool(intermediates)
+            writer.protectionClass(protection)
+        case .move(let source, let destination):
+            writer.string(source)
+            writer.string(destination)
+        case .copy(let source, let destination, let protection):
+            writer.string(source)
+            writer.string(destination)
+            writer.protectionClass(protection)
+        case .setProtection(let path, let protection):
+            writer.string(path)
+            writer.protectionClass(protection)
+        case .open(let path, let mode, let create, let protection):
+            writer.string(path)
+            writer.u8(UInt8(AgentWireFormat.modes.firstIndex(of: mode)!))
+            writer.bool(create)
+            writer.protectionClass(protection)
+        case .read(let handle, let offset, let count):
+            writer.u32(handle)
+            writer.optional(offset) { $0.u64($1) }
+            writer.u32(count)
+        case .write(let handle, let offset, let data):
+            writer.u32(handle)
+            writer.optional(offset) { $0.u64($1) }
+            writer.data(data)
+        case .seek(let handle, let offset), .truncate(let handle, let offset):
+            writer.u32(handle)
+            writer.u64(offset)
+        case .seekToEnd(let handle), .offset(let handle), .size(let handle), .synchronize(let handle), .close(let handle):
+            writer.u32(handle)
+        case .setPasscode(let passcode), .removePasscode(let passcode):
+            writer.string(passcode)
+        case .changePasscode(let old, let new):
+            writer.string(old)
+            writer.string(new)
+        }
+        return writer.bytes
+    }
+
+    /// Decodes a request frame's payload; anything malformed is a violation.
+    public static func decode(_ payload: [UInt8]) throws(AgentProtocolViolation) -> AgentRequest {
+        var reader = AgentFieldReader(payload)
+        let operation = try reader.u8()
+        let request: AgentRequest
+        switch operation {
+        case 1: request = .hello(version: try reader.u32())
+        case 2: request = .status
+        case 3: request = .unlock(passcode: try reader.optional { reader throws(AgentProtocolViolation) in try reader.string() })
+        case 4: request = .lock
+        case 5: request = .readFile(path: try reader.string())
+        case 6:
+            let (path, protection, exclusive) = (try reader.string(), try reader.protectionClass(), try reader.bool())
+            let source: AgentWriteSource
+            switch try reader.u8() {
+            case 0: source = .inline(Data(try reader.data()))
+            case 1: source = .descriptor
+            case 2: source = .pieces
+            case let kind: throw AgentProtocolViolation("write source \(kind)")
+            }
+            request = .writeFile(path: path, protection: protection, exclusive: exclusive, source: source)
+        case 7: request = .attributes(path: try reader.string())
+        case 8: request = .list(path: try reader.string())
+        case 9: request = .createDirectory(path: try reader.string(), intermediates: try reader.bool(), protection: try reader.protectionClass())
+        case 10: request = .remove(path: try reader.string())
+        case 11: request = .move(from: try reader.string(), to: try reader.string())
+        case 12: request = .copy(from: try reader.string(), to: try reader.string(), protection: try reader.protectionClass())
+        case 13: request = .setProtection(path: try reader.string(), protection: try reader.requiredClass())
+        case 14:
+            request = .open(path: try reader.string(), mode: try reader.element(of: AgentWireFormat.modes, "handle mode"),
+                            create: try reader.bool(), protection: try reader.protectionClass())
+        case 15:
+            request = .read(handle: try reader.u32(), offset: try reader.optional { reader throws(AgentProtocolViolation) in try reader.u64() },
+                            count: try reader.u32())
+        case 16:
+            request = .write(handle: try reader.u32(), offset: try reader.optional { reader throws(AgentProtocolViolation) in try reader.u64() },
+                             data: Data(try reader.data()))
+        case 17: request = .seek(handle: try reader.u32(), offset: try reader.u64())
+        case 18: request = .seekToEnd(handle: try reader.u32())
+        case 19: request = .offset(handle: try reader.u32())
+        case 20: request = .size(handle: try reader.u32())
+        case 21: request = .truncate(handle: try reader.u32(), offset: try reader.u64())
+        case 22: request = .synchronize(handle: try reader.u32())
+        case 23: request = .close(handle: try reader.u32())
+        case 24: request = .watch
+        case 25: request = .setPasscode(try reader.string())
+        case 26: request = .changePasscode(from: try reader.string(), to: try reader.string())
+        case 27: request = .removePasscode(try reader.string())
+        case 28: request = .erase
+        case 29: request = .stop
+        default: throw AgentProtocolViolation("unknown operation \(operation)")
+        }
+        try reader.finish()
+        return request
+    }
+}
+
+/// Where a `writeFile` request's content comes from.
+public enum AgentWriteSource: Sendable, Hashable {
+    /// In the request frame (at most ``AgentWireFormat/maximumInlineData`` bytes).
+    case inline(Data)
+    /// The descriptor passed with the request, read to its end (a client's file or pipe).
+    case descriptor
+    /// The descriptor passed with the request, carrying pieces: each a 4-byte big-endian
+    /// length and that many bytes, up to a piece of length 0. The stream ending before that
+    /// piece aborts the write (nothing is stored).
+    case pieces
+
+    var inlineData: Data? {
+        if case .inline(let data) = self { return data }
+        return nil
+    }
+}

@@ -1,0 +1,34 @@
+import DataProtection
+import Foundation
+
+/// The agent protocol's limits and numbers (normative: `Keys/agent-protocol.md`).
+public enum AgentWireFormat {
+    /// The protocol version a client announces in its hello; the agent accepts exactly this one.
+    public static let version: UInt32 = 1
+    /// The most payload bytes one frame may carry (1 MiB of data plus room for its fields).
+    public static let maximumFrameLength = (1 << 20) + 4096
+    /// The most bytes of file data in one frame (a handle's read or write, an inline file).
+    public static let maximumInlineData = 1 << 20
+    /// The most bytes of a path or other string field.
+    public static let maximumStringLength = 4096
+    /// The most handles one client may hold open at once.
+    public static let maximumHandlesPerClient = 1024
+
+    /// Protection classes on the wire: 0 is "no class given".
+    static let classes: [ProtectionClass] = [
+        .complete, .completeUnlessOpen, .completeUntilFirstUserAuthentication, .completeWhenUserInactive, .none,
+    ]
+    /// Device states on the wire.
+    static let states: [DeviceState] = [.booted, .unlocked, .locked]
+    /// Handle modes on the wire.
+    static let modes: [ProtectedFileHandle.Mode] = [.read, .write, .update, .append]
+    /// Notifications on the wire.
+    static let notifications: [DeviceNotification] = [.protectedDataWillBecomeUnavailable, .protectedDataDidBecomeAvailable]
+}
+
+/// A frame or field that breaks the protocol: the connection that sent it is closed.
+public struct AgentProtocolViolation: Error, Sendable, Hashable, CustomStringConvertible {
+    public let reason: String
+    public init(_ reason: String) { self.reason = reason }
+    public var description: String { "agent protocol violation: \(reason)" }
+}

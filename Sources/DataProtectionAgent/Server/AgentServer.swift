@@ -1,0 +1,170 @@
+import DataProtection
+import Foundation
+import Logging
+import SocketBridge
+import Synchronization
+
+/// The agent: one process that owns a store and serves it to other processes of the
+/// same user over a Unix-domain socket (`Keys/agent-protocol.md`).
+///
+/// Each connection gets a thread. Every request is carried out on the agent's own
+/// ``ProtectedStore`` and device, so clients see one device: its state, its class rules,
+/// its notifications; a client's handles live here and are closed (flushed) when it
+/// disconnects. After ``Configuration/autoLock`` with no client request the agent locks
+/// the device. ``stop()`` is a reboot: connections end, handles are flushed and closed,
+/// keys are wiped.
+public final class AgentServer: Sendable {
+    /// How the agent behaves.
+    public struct Configuration: Sendable, Hashable {
+        /// Lock the device after this long with no client request (`nil`: never).
+        public var autoLock: Duration?
+        /// The most connections served at once (more wait in the listen queue).
+        public var maximumConnections: Int
+
+        public init(autoLock: Duration? = .seconds(300), maximumConnections: Int = 1024) {
+            self.autoLock = autoLock
+            self.maximumConnections = maximumConnections
+        }
+    }
+
+    /// The store served.
+    public let store: ProtectedStore
+    /// Where the agent listens.
+    public let socketPath: String
+    /// How it behaves.
+    public let configuration: Configuration
+
+    let logger = Logger(label: "DataProtection.agent")
+    private let listener: UnixSocket
+    private let state = Mutex(State())
+    private let finished = DispatchSemaphore(value: 0)
+
+    struct State {
+        var lastActivity = ContinuousClock.now
+        var connections: [ObjectIdentifier: UnixSocket] = [:]
+        var stopping = false
+        var stopped = false
+    }
+
+    /// Starts listening at `socketPath` for `store` (served once ``run()`` is called).
+    ///
+    /// A socket file left by an agent that died is replaced; a live agent at the path is
+    /// ``DataProtectionError/Code/storeBusy``.
+    public init(store: ProtectedStore, socketPath: String, configuration: Configuration = Configuration()) throws(DataProtectionError) {
+        try AgentSocketLocation.prepareDirectory(of: socketPath)
+        if let live = try? UnixSocket.connect(to: socketPath) {
+            live.close()
+            throw DataProtectionError(.storeBusy, "An agent already listens at \(socketPath).", hint: "Stop it first: `dpctl agent stop`.")
+        }
+        unlink(socketPath)
+        do {
+            listener = try UnixSocket.listen(at: socketPath)
+        } catch {
+            throw DataProtectionError(.ioFailure, "The agent cannot listen: \(error).")
+        }
+        self.store = store
+        self.socketPath = socketPath
+        self.configuration = configuration
+    }
+
+    /// Serves connections until ``stop()``, then reboots the device and removes the socket.
+    public func run() {
+        Thread.detachNewThread { [self] in autoLockLoop() }
+        while !state.withLock({ $0.stopping }) {
+            let connection: UnixSocket
+            do {
+                connection = try listener.accept()
+            } catch {
+                if state.withLock({ $0.stopping }) { break }
+                if error.errno == EMFILE || error.errno == ENFILE {
+                    logger.warning("agent: out of descriptors, connections wait", metadata: ["errno": "\(error.errno)"])
+                    Thread.sleep(forTimeInterval: 0.05)
+                }
+                continue
+            }
+            let admitted = state.withLock { state in
+                guard !state.stopping, state.connections.count < configuration.maximumConnections else { return false }
+                state.connections[ObjectIdentifier(connection)] = connection
+                return true
+            }
+            guard admitted else {
+                connection.close()
+                continue
+            }
+            Thread.detachNewThread { [self] in
+                AgentSession(server: self, socket: connection).serve()
+                let empty = state.withLock { state in
+                    state.connections.removeValue(forKey: ObjectIdentifier(connection))
+                    return state.stopping && state.connections.isEmpty
+                }
+                connection.close()
+                if empty { finished.signal() }
+            }
+        }
+        shutDown()
+    }
+
+    /// Ends ``run()``: no new connections; the open ones end after their current request.
+    public func stop() {
+        let connections = state.withLock { state in
+            guard !state.stopping else { return [UnixSocket]() }
+            state.stopping = true
+            return Array(state.connections.values)
+        }
+        listener.shutdown()
+        for connection in connections { connection.shutdown() }
+    }
+
+    /// After the accept loop: waits for the sessions (each closes its handles), then reboots.
+    private func shutDown() {
+        let waiting = state.withLock { !$0.connections.isEmpty }
+        if waiting { _ = finished.wait(timeout: .now() + 30) }
+        listener.close()
+        do {
+            try store.device.reboot()
+        } catch {
+            logger.error("agent: reboot at stop failed", metadata: ["error": "\(error)"])
+        }
+        // Last: the socket's going tells a waiting `dpctl agent stop` that the reboot is done.
+        unlink(socketPath)
+        state.withLock { $0.stopped = true }
+    }
+
+    // MARK: - Activity and auto-lock
+
+    /// Records a client request (auto-lock counts from the last one).
+    func noteActivity() {
+        state.withLock { $0.lastActivity = .now }
+    }
+
+    /// How long until auto-lock, while unlocked.
+    func autoLockRemaining() -> Duration? {
+        guard let autoLock = configuration.autoLock, store.device.state == .unlocked else { return nil }
+        let idle = ContinuousClock.now - state.withLock { $0.lastActivity }
+        return max(.zero, autoLock - idle)
+    }
+
+    private func autoLockLoop() {
+        guard let autoLock = configuration.autoLock else { return }
+        while true {
+            let (stopping, last) = state.withLock { ($0.stopping, $0.lastActivity) }
+            if stopping { return }
+            let idle = ContinuousClock.now - last
+            if idle >= autoLock {
+                if store.device.state == .unlocked {
+                    logger.info("agent: auto-lock after \(autoLock) idle")
+                    store.device.lock()
+                }
+                // Counting starts again from the next request.
+                Thread.sleep(forTimeInterval: min(0.25, Self.seconds(autoLock)))
+            } else {
+                Thread.sleep(forTimeInterval: min(0.25, Self.seconds(autoLock - idle)))
+            }
+        }
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        let (seconds, attoseconds) = duration.components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,216 @@
+import DataProtection
+import Foundation
+import SystemPackage
+
+extension AgentSession {
+    /// Carries out one request on the agent's store and device.
+    func perform(_ request: AgentRequest, descriptor: FileDescriptor?) throws(DataProtectionError) -> AgentResponse {
+        switch request {
+        case .hello:
+            throw DataProtectionError(.invalidArgument, "hello is the first request only.")
+        case .watch:
+            throw DataProtectionError(.invalidArgument, "watch takes the whole connection.")
+        case .stop, .lock:
+            if case .lock = request { device.lock() }
+            return .ok([])
+        case .status:
+            return .ok(status().encoded())
+        case .unlock(let passcode):
+            try device.unlock(passcode: passcode)
+            return .ok([])
+        case .setPasscode(let passcode):
+            try device.setPasscode(passcode)
+            return .ok([])
+        case .changePasscode(let old, let new):
+            try device.changePasscode(from: old, to: new)
+            return .ok([])
+        case .removePasscode(let passcode):
+            try device.removePasscode(passcode)
+            return .ok([])
+        case .erase:
+            try device.erase()
+            return .ok([])
+        case .readFile(let path):
+            guard let descriptor else {
+                let attributes = try store.attributesOfItem(atPath: path)
+                if attributes.type == .file, attributes.size > UInt64(AgentWireFormat.maximumInlineData) {
+                    return .descriptorNeeded(size: attributes.size)
+                }
+                let data = try store.contents(atPath: path)
+                guard data.count <= AgentWireFormat.maximumInlineData else { return .descriptorNeeded(size: UInt64(data.count)) }
+                return .ok(AgentReply.data(data))
+            }
+            defer { try? descriptor.close() }
+            return .ok(AgentReply.u64(try copy(path, to: descriptor)))
+        case .writeFile(let path, let protection, let exclusive, let source):
+            if let data = source.inlineData {
+                try store.write(data, to: path, protection: protection, options: exclusive ? .withoutOverwriting : [])
+                return .ok([])
+            }
+            guard let descriptor else {
+                throw DataProtectionError(.invalidArgument, "writeFile from a descriptor needs one passed with the request.")
+            }
+            defer { try? descriptor.close() }
+            try write(path, protection: protection, exclusive: exclusive, from: AgentInput(descriptor, pieces: source == .pieces))
+            return .ok([])
+        case .attributes(let path):
+            return .ok(try store.attributesOfItem(atPath: path).encoded())
+        case .list(let path):
+            return .ok(AgentReply.names(try store.contentsOfDirectory(atPath: path)))
+        case .createDirectory(let path, let intermediates, let protection):
+            try store.createDirectory(atPath: path, withIntermediateDirectories: intermediates, protection: protection)
+            return .ok([])
+        case .remove(let path):
+            try store.removeItem(atPath: path)
+            return .ok([])
+        case .move(let source, let destination):
+            try store.moveItem(atPath: source, toPath: destination)
+            return .ok([])
+        case .copy(let source, let destination, let protection):
+            try store.copyItem(atPath: source, toPath: destination, protection: protection)
+            return .ok([])
+        case .setProtection(let path, let protection):
+            try store.setProtectionClass(protection, ofItemAtPath: path)
+            return .ok([])
+        case .open(let path, let mode, let create, let protection):
+            guard handles.count < AgentWireFormat.maximumHandlesPerClient else {
+                throw DataProtectionError(.invalidArgument, "This connection already holds \(handles.count) open handles, the most one client may hold.",
+                                          hint: "Close handles you no longer use.")
+            }
+            let handle = try store.openFile(atPath: path, mode: mode, create: create, protection: protection)
+            let identifier = nextHandle
+            nextHandle &+= 1
+            handles[identifier] = handle
+            return .ok(AgentReply.u32(identifier))
+        case .read(let identifier, let offset, let count):
+            let handle = try self.handle(identifier)
+            let count = min(Int(count), AgentWireFormat.maximumInlineData)
+            let data = if let offset { try handle.read(atOffset: offset, upToCount: count) } else { try handle.read(upToCount: count) }
+            return .ok(AgentReply.data(data))
+        case .write(let identifier, let offset, let data):
+            let handle = try self.handle(identifier)
+            if let offset { try handle.write(contentsOf: data, atOffset: offset) } else { try handle.write(contentsOf: data) }
+            return .ok([])
+        case .seek(let identifier, let offset):
+            try handle(identifier).seek(toOffset: offset)
+            return .ok([])
+        case .seekToEnd(let identifier):
+            return .ok(AgentReply.u64(try handle(identifier).seekToEnd()))
+        case .offset(let identifier):
+            return .ok(AgentReply.u64(try handle(identifier).offset()))
+        case .size(let identifier):
+            return .ok(AgentReply.u64(try handle(identifier).size()))
+        case .truncate(let identifier, let offset):
+            try handle(identifier).truncate(atOffset: offset)
+            return .ok([])
+        case .synchronize(let identifier):
+            try handle(identifier).synchronize()
+            return .ok([])
+        case .close(let identifier):
+            let handle = try self.handle(identifier)
+            handles.removeValue(forKey: identifier)
+            try handle.close()
+            return .ok([])
+        }
+    }
+
+    private func handle(_ identifier: UInt32) throws(DataProtectionError) -> ProtectedFileHandle {
+        guard let handle = handles[identifier] else {
+            throw DataProtectionError(.handleClosed, "No open handle \(identifier) on this connection.")
+        }
+        return handle
+    }
+
+    /// The device as `status` reports it.
+    func status() -> AgentStatus {
+        let now = device.clock.now
+        func remaining(_ instant: DeviceInstant?) -> Duration? {
+            instant.map { now.duration(to: $0) }.map { max(.zero, $0) }
+        }
+        return AgentStatus(
+            state: device.state, passcodeSet: device.hasPasscode, failedPasscodeAttempts: device.failedPasscodeAttempts,
+            nextAttemptAllowedIn: remaining(device.nextPasscodeAttemptAllowed),
+            autoLock: server.configuration.autoLock, autoLockIn: server.autoLockRemaining(),
+            keyDiscardIn: remaining(device.nextKeyDiscard),
+            availableClasses: ProtectionClass.allCases.filter { device.isAvailable($0) },
+            agentProcessIdentifier: getpid())
+    }
+
+    /// Streams the file at `path` into `descriptor` (the client's file, pipe or socket).
+    private func copy(_ path: String, to descriptor: FileDescriptor) throws(DataProtectionError) -> UInt64 {
+        let handle = try store.fileHandle(forReadingAtPath: path)
+        defer { try? handle.close() }
+        var total: UInt64 = 0
+        while case let piece = try handle.read(upToCount: AgentWireFormat.maximumInlineData), !piece.isEmpty {
+            do {
+                _ = try piece.withUnsafeBytes { try descriptor.writeAll($0) }
+            } catch {
+                throw DataProtectionError(.ioFailure, "Cannot write to the client's output: \(error).")
+            }
+            total += UInt64(piece.count)
+        }
+        return total
+    }
+
+    /// Stores what `input` holds up to its end at `path` (atomically, like `write`).
+    private func write(_ path: String, protection: ProtectionClass?, exclusive: Bool, from input: AgentInput) throws(DataProtectionError) {
+        do {
+            var input = input
+            try store.write(to: path, protection: protection, exclusive: exclusive) { () throws -> Data? in try input.next() }
+        } catch let error as DataProtectionError {
+            throw error
+        } catch {
+            throw DataProtectionError(.ioFailure, "\(error)")
+        }
+    }
+}
+
+/// A client's content arriving through a descriptor: raw to its end, or in pieces up to
+/// an empty one (``AgentWriteSource``).
+struct AgentInput {
+    let descriptor: FileDescriptor
+    let pieces: Bool
+    private var buffer = [UInt8](repeating: 0, count: AgentWireFormat.maximumInlineData)
+
+    init(_ descriptor: FileDescriptor, pieces: Bool) {
+        self.descriptor = descriptor
+        self.pieces = pieces
+    }
+
+    /// The next piece; `nil` at the end.
+    mutating func next() throws(DataProtectionError) -> Data? {
+        guard pieces else {
+            let count = try read(upTo: buffer.count)
+            return count == 0 ? nil : Data(buffer[0..<count])
+        }
+        try readExactly(4)
+        let length = buffer[0..<4].reduce(0) { $0 << 8 | Int($1) }
+        guard length <= buffer.count else {
+            throw DataProtectionError(.invalidArgument, "A piece of \(length) bytes from the client (at most \(buffer.count)).")
+        }
+        if length == 0 { return nil }
+        try readExactly(length)
+        return Data(buffer[0..<length])
+    }
+
+    private mutating func readExactly(_ count: Int) throws(DataProtectionError) {
+        var filled = 0
+        while filled < count {
+            let got = try read(from: filled, upTo: count - filled)
+            guard got > 0 else {
+                throw DataProtectionError(.ioFailure, "The client's content ended before its end marker: nothing was stored.")
+            }
+            filled += got
+        }
+    }
+
+    private mutating func read(from offset: Int = 0, upTo count: Int) throws(DataProtectionError) -> Int {
+        do {
+            return try buffer.withUnsafeMutableBytes { bytes in
+                try descriptor.read(into: UnsafeMutableRawBufferPointer(rebasing: bytes[offset..<offset + count]), retryOnInterrupt: true)
+            }
+        } catch {
+            throw DataProtectionError(.ioFailure, "Cannot read the client's content: \(error).")
+        }
+    }
+}

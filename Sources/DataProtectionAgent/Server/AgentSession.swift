@@ -1,0 +1,146 @@
+import DataProtection
+import Foundation
+import Logging
+import SocketBridge
+import SodiumBridge
+import SystemPackage
+
+/// One client connection inside the agent: checks the peer, then answers its requests
+/// one at a time; its handles are closed (flushed) when it goes.
+final class AgentSession {
+    let server: AgentServer
+    let channel: AgentChannel
+    var handles: [UInt32: ProtectedFileHandle] = [:]
+    var nextHandle: UInt32 = 1
+    var store: ProtectedStore { server.store }
+    var device: Device { server.store.device }
+
+    init(server: AgentServer, socket: UnixSocket) {
+        self.server = server
+        self.channel = AgentChannel(socket)
+    }
+
+    /// Serves until the client disconnects, breaks the protocol, or the agent stops.
+    func serve() {
+        defer { closeHandles() }
+        // Before a byte of the request is read: only this user's processes are served.
+        do {
+            let peer = try channel.socket.peerCredentials()
+            guard peer.uid == getuid() else {
+                server.logger.warning("agent: refused a connection from another user", metadata: ["uid": "\(peer.uid)", "pid": "\(peer.pid)"])
+                respond(.failure(DataProtectionError(
+                    .notPermitted, "The agent serves only user \(getuid()); this process runs as user \(peer.uid).")))
+                return
+            }
+        } catch {
+            return
+        }
+        do {
+            guard try hello() else { return }
+            while let (payload, descriptor) = try channel.receive() {
+                var payload = payload
+                let request = try AgentRequest.decode(payload)
+                if request.carriesPasscode { Sodium.wipe(&payload) }
+                guard descriptor == nil || request.takesDescriptor else {
+                    try? descriptor?.close()
+                    throw AgentProtocolViolation("a descriptor with an operation that takes none")
+                }
+                if request.countsAsActivity { server.noteActivity() }
+                if case .watch = request {
+                    respond(.ok([]))
+                    watch()
+                    return
+                }
+                let response: AgentResponse
+                do {
+                    response = try perform(request, descriptor: descriptor)
+                } catch {
+                    response = .failure(error)
+                }
+                guard respond(response) else { return }
+                if case .stop = request {
+                    server.stop()
+                    return
+                }
+            }
+        } catch let violation as AgentProtocolViolation {
+            server.logger.notice("agent: closed a connection that broke the protocol", metadata: ["reason": "\(violation.reason)"])
+        } catch {
+            // The client went away.
+        }
+    }
+
+    /// The first frame must be a hello of this protocol version.
+    private func hello() throws -> Bool {
+        guard let (payload, descriptor) = try channel.receive() else { return false }
+        try? descriptor?.close()
+        guard case .hello(let version) = try AgentRequest.decode(payload) else {
+            throw AgentProtocolViolation("the first request is not hello")
+        }
+        guard version == AgentWireFormat.version else {
+            respond(.failure(DataProtectionError(.invalidArgument,
+                "The agent speaks protocol version \(AgentWireFormat.version); this client speaks \(version).",
+                hint: "Use a dpctl and library of the same release as the agent, or restart the agent.")))
+            return false
+        }
+        var writer = AgentFieldWriter()
+        writer.u32(AgentWireFormat.version)
+        writer.u32(UInt32(bitPattern: getpid()))
+        return respond(.ok(writer.bytes))
+    }
+
+    @discardableResult
+    private func respond(_ response: AgentResponse) -> Bool {
+        do {
+            try channel.send(response.encoded())
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    private func closeHandles() {
+        for handle in handles.values { try? handle.close() }
+        handles.removeAll()
+    }
+
+    // MARK: - Watching
+
+    /// Sends every notification from now on until the client hangs up. A client that does
+    /// not read stalls only its own connection: events wait in a queue of their own.
+    private func watch() {
+        let queue = AgentEventQueue()
+        let observation = device.addObserver { notification in
+            queue.push(AgentEvent(notification: notification, date: Date()))
+        }
+        defer { observation.cancel() }
+        while true {
+            for event in queue.take(waitingUpTo: 0.2) {
+                guard respond(.event(event)) else { return }
+            }
+            // Anything from the client on a watching connection, or its end, ends the watch.
+            if (try? channel.socket.waitUntilReadable(milliseconds: 0)) != false { return }
+        }
+    }
+}
+
+/// Notifications waiting for a watching connection's thread.
+final class AgentEventQueue: Sendable {
+    private let events = NSCondition()
+    nonisolated(unsafe) private var pending: [AgentEvent] = []
+
+    func push(_ event: AgentEvent) {
+        events.lock()
+        pending.append(event)
+        events.signal()
+        events.unlock()
+    }
+
+    func take(waitingUpTo seconds: Double) -> [AgentEvent] {
+        events.lock()
+        defer { events.unlock() }
+        if pending.isEmpty { _ = events.wait(until: Date(timeIntervalSinceNow: seconds)) }
+        defer { pending.removeAll() }
+        return pending
+    }
+}

@@ -1,0 +1,149 @@
+import CSocket
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A Unix-domain stream socket: listen, accept, connect, the peer's credentials,
+/// and bytes with an optional file descriptor alongside (`SCM_RIGHTS`).
+///
+/// Owns its descriptor: ``close()`` (or deinit) closes it once. Sending and receiving
+/// may happen on different threads at once (the kernel serialises each direction).
+public final class UnixSocket: Sendable {
+    private let state: Mutex<Int32>
+    /// The descriptor (-1 once closed).
+    public var descriptor: Int32 { state.withLock { $0 } }
+
+    /// Takes ownership of `descriptor`.
+    public init(adopting descriptor: Int32) {
+        state = Mutex(descriptor)
+    }
+
+    deinit { close() }
+
+    /// The longest socket path the system accepts.
+    public static var pathLimit: Int { Int(dp_socket_path_limit()) }
+
+    /// A socket listening at `path` (mode 0600). An existing file at `path` is the caller's to remove.
+    public static func listen(at path: String, backlog: Int32 = 128) throws(SocketError) -> UnixSocket {
+        let fd = dp_socket_listen(path, backlog)
+        guard fd >= 0 else { throw SocketError("listen at \(path)", errno: -fd) }
+        return UnixSocket(adopting: fd)
+    }
+
+    /// A socket connected to the listener at `path`.
+    public static func connect(to path: String) throws(SocketError) -> UnixSocket {
+        let fd = dp_socket_connect(path)
+        guard fd >= 0 else { throw SocketError("connect to \(path)", errno: -fd) }
+        return UnixSocket(adopting: fd)
+    }
+
+    /// Two connected sockets (a bulk-data channel whose one end is passed to a peer).
+    public static func pair() throws(SocketError) -> (UnixSocket, UnixSocket) {
+        var pair: [Int32] = [-1, -1]
+        let status = dp_socket_pair(&pair)
+        guard status == 0 else { throw SocketError("socketpair", errno: -status) }
+        return (UnixSocket(adopting: pair[0]), UnixSocket(adopting: pair[1]))
+    }
+
+    /// The next connection (blocks).
+    public func accept() throws(SocketError) -> UnixSocket {
+        let fd = dp_socket_accept(descriptor)
+        guard fd >= 0 else { throw SocketError("accept", errno: -fd) }
+        return UnixSocket(adopting: fd)
+    }
+
+    /// The peer's process, user and group, as the kernel recorded them when it connected.
+    public func peerCredentials() throws(SocketError) -> (pid: Int32, uid: UInt32, gid: UInt32) {
+        var pid: Int32 = 0
+        var uid: UInt32 = 0
+        var gid: UInt32 = 0
+        let status = dp_socket_peer(descriptor, &pid, &uid, &gid)
+        guard status == 0 else { throw SocketError("SO_PEERCRED", errno: -status) }
+        return (pid, uid, gid)
+    }
+
+    /// Sends every byte of `bytes`; `passing` (a descriptor the caller keeps and closes)
+    /// travels with the first byte.
+    public func send(_ bytes: UnsafeRawBufferPointer, passing: Int32? = nil) throws(SocketError) {
+        var offset = 0
+        var pass = passing ?? -1
+        repeat {
+            let sent = dp_socket_send(descriptor, bytes.baseAddress.map { $0 + offset }, bytes.count - offset, pass)
+            guard sent >= 0 else { throw SocketError("send", errno: Int32(-sent)) }
+            offset += sent
+            pass = -1
+        } while offset < bytes.count
+    }
+
+    /// Sends every byte of `bytes` (see ``send(_:passing:)-(UnsafeRawBufferPointer,_)``).
+    public func send(_ bytes: some ContiguousBytes, passing: Int32? = nil) throws(SocketError) {
+        var failure: SocketError?
+        bytes.withUnsafeBytes { buffer in
+            do throws(SocketError) { try send(buffer, passing: passing) } catch { failure = error }
+        }
+        if let failure { throw failure }
+    }
+
+    /// Receives into `buffer` from `offset` on (see ``receive(into:)-(UnsafeMutableRawBufferPointer)``).
+    public func receive(into buffer: inout [UInt8], from offset: Int = 0) throws(SocketError) -> (count: Int, descriptor: Int32?) {
+        var result: Result<(count: Int, descriptor: Int32?), SocketError> = .success((0, nil))
+        buffer.withUnsafeMutableBytes { bytes in
+            do throws(SocketError) { result = .success(try receive(into: UnsafeMutableRawBufferPointer(rebasing: bytes[offset...]))) } catch { result = .failure(error) }
+        }
+        return try result.get()
+    }
+
+    /// Receives up to `buffer.count` bytes (0: the peer closed its end) and the descriptor
+    /// that came with them, if any (the caller owns it).
+    public func receive(into buffer: UnsafeMutableRawBufferPointer) throws(SocketError) -> (count: Int, descriptor: Int32?) {
+        var received: Int32 = -1
+        let count = dp_socket_receive(descriptor, buffer.baseAddress, buffer.count, &received)
+        guard count >= 0 else {
+            throw SocketError(count == -Int(EPROTO) ? "receive (more than one descriptor)" : "receive", errno: Int32(-count))
+        }
+        return (count, received >= 0 ? received : nil)
+    }
+
+    /// Whether the socket has something to read (or the peer hung up) within `milliseconds`.
+    public func waitUntilReadable(milliseconds: Int32) throws(SocketError) -> Bool {
+        let status = dp_socket_wait_readable(descriptor, milliseconds)
+        guard status >= 0 else { throw SocketError("poll", errno: -status) }
+        return status == 1
+    }
+
+    /// Stops both directions at once, waking a thread blocked in ``accept()`` or a read
+    /// (the descriptor stays open until ``close()``).
+    public func shutdown() {
+        let fd = descriptor
+        if fd >= 0 { systemShutdown(fd) }
+    }
+
+    /// Closes the descriptor (once).
+    public func close() {
+        let fd = state.withLock { fd in
+            defer { fd = -1 }
+            return fd
+        }
+        if fd >= 0 { systemClose(fd) }
+    }
+
+    /// Gives up ownership: the descriptor is the caller's to close.
+    public func release() -> Int32 {
+        state.withLock { fd in
+            defer { fd = -1 }
+            return fd
+        }
+    }
+}
+
+private func systemShutdown(_ fd: Int32) {
+    _ = shutdown(fd, Int32(SHUT_RDWR))
+}
+
+private func systemClose(_ fd: Int32) {
+    _ = close(fd)
+}

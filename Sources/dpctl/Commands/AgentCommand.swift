@@ -1,0 +1,182 @@
+import ArgumentParser
+import DataProtection
+import DataProtectionAgent
+import Dispatch
+import Foundation
+import SocketBridge
+
+/// `dpctl agent start|stop`: a long-lived owner of the store that every dpctl command
+/// then talks to (unlock once, work, lock).
+struct AgentCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "agent",
+        abstract: "Run the store's agent: unlock once, then every dpctl command works through it until it locks.",
+        discussion: """
+            While the agent runs, dpctl commands are its clients: `unlock` sends the passcode to it, `lock` locks it, \
+            `status` shows its live state and `watch` its notifications; file commands ask no passcode and fail with \
+            protectedDataUnavailable (exit 10) when the agent's device lacks the class key. The agent listens on \
+            $XDG_RUNTIME_DIR/dpctl/<store id>.sock (else agent.sock in the device directory), serves only its own user, \
+            and cannot be read by ptrace or /proc/<pid>/mem.
+            """,
+        subcommands: [Start.self, Stop.self])
+
+    struct Start: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Start the agent (detached; prints its pid and socket once it is ready).")
+
+        @OptionGroup var storeOptions: StoreOptions
+
+        @Option(name: .customLong("auto-lock"), help: ArgumentHelp(
+            "Lock after this long with no client request (e.g. 30s, 5m), or `never`.", valueName: "duration"))
+        var autoLock = AutoLockSetting(duration: .seconds(300))
+
+        @Option(name: .customLong("grace"), help: ArgumentHelp(
+            "After a lock, class complete and completeUnlessOpen keys stay this long (iOS: 10 s).", valueName: "duration"))
+        var grace = WaitDuration(duration: .seconds(10))
+
+        @Flag(name: .customLong("foreground"), help: "Stay in the foreground (for systemd or a terminal); stop with SIGTERM or Ctrl-C.")
+        var foreground = false
+
+        @Flag(name: .customLong("detached-child"), help: .hidden)
+        var detachedChild = false
+
+        func run() throws {
+            try reporting {
+                let location = try Session.location(storeOptions)
+                if let running = try Session.agent(location) {
+                    throw DataProtectionError(.storeBusy, "An agent already serves this store (pid \(running.agentProcessIdentifier), socket \(running.socketPath)).",
+                                              hint: "Stop it first: `dpctl agent stop`.")
+                }
+                if foreground || detachedChild {
+                    try serve(location)
+                } else {
+                    try startDetached()
+                }
+            }
+        }
+
+        /// Runs the agent in this process until it is stopped.
+        private func serve(_ location: StoreLocation) throws {
+            if detachedChild { _ = setsid() }
+            do {
+                try ProcessHardening.makeNonDumpable()
+            } catch {
+                throw DataProtectionError(.ioFailure, "Cannot make the agent non-dumpable: \(error).")
+            }
+            var configuration = DeviceConfiguration()
+            configuration.gracePeriod = grace.duration
+            let session = try Session(owning: storeOptions, configuration: configuration)
+            let server = try AgentServer(store: session.local!, socketPath: location.agentSocket,
+                                         configuration: AgentServer.Configuration(autoLock: autoLock.duration))
+            var sources: [any DispatchSourceSignal] = []
+            for signalNumber in [SIGTERM, SIGINT, SIGHUP] {
+                signal(signalNumber, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+                source.setEventHandler { server.stop() }
+                source.resume()
+                sources.append(source)
+            }
+            FileHandle.standardOutput.write("\(Self.readyPrefix) pid \(getpid()), socket \(server.socketPath)\n")
+            if detachedChild {
+                // The starter has its line: from now on nothing holds its pipe or a terminal.
+                let null = open("/dev/null", O_RDWR)
+                if null >= 0 {
+                    dup2(null, STDIN_FILENO)
+                    dup2(null, STDOUT_FILENO)
+                    dup2(null, STDERR_FILENO)
+                    if null > STDERR_FILENO { close(null) }
+                }
+            }
+            withExtendedLifetime(sources) { server.run() }
+        }
+
+        static let readyPrefix = "dpctl agent: ready,"
+
+        /// Starts `dpctl agent start --detached-child …` in a session of its own and returns
+        /// once it is listening (or reports why it could not start).
+        private func startDetached() throws {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+            var arguments = ["agent", "start", "--detached-child", "--auto-lock", autoLock.spelling,
+                             "--grace", grace.duration.scenarioSpelling, "--wait", storeOptions.wait.duration.scenarioSpelling]
+            if let store = storeOptions.store { arguments += ["--store", store] }
+            if let device = storeOptions.device { arguments += ["--device", device] }
+            process.arguments = arguments
+            let output = Pipe()
+            process.standardInput = FileHandle.nullDevice
+            process.standardOutput = output
+            process.standardError = output
+            do {
+                try process.run()
+            } catch {
+                throw DataProtectionError(.ioFailure, "Cannot start the agent: \(error.localizedDescription).")
+            }
+            try? output.fileHandleForWriting.close()
+            var received = Data()
+            while let chunk = try? output.fileHandleForReading.read(upToCount: 4096), !chunk.isEmpty {
+                received.append(chunk)
+                let text = String(decoding: received, as: UTF8.self)
+                if let line = text.split(separator: "\n").first(where: { $0.hasPrefix(Self.readyPrefix) }) {
+                    print("Agent started: \(line.dropFirst(Self.readyPrefix.count).trimmingCharacters(in: .whitespaces)).")
+                    return
+                }
+            }
+            process.waitUntilExit()
+            FileHandle.standardError.write(received)
+            throw ExitCode(process.terminationStatus == 0 ? 1 : process.terminationStatus)
+        }
+    }
+
+    struct Stop: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Stop the agent: a reboot (handles flushed and closed, keys wiped); waits until it has exited.")
+
+        @OptionGroup var storeOptions: StoreOptions
+
+        func run() throws {
+            try reporting {
+                let location = try Session.location(storeOptions)
+                guard let agent = try Session.agent(location) else {
+                    throw DataProtectionError(.fileNotFound, "No agent serves this store.", hint: "Start one: `dpctl agent start`.")
+                }
+                let pid = agent.agentProcessIdentifier
+                try agent.stopAgent()
+                agent.close()
+                let deadline = ContinuousClock.now + .seconds(60)
+                while Self.isRunning(pid) && ContinuousClock.now < deadline {
+                    Thread.sleep(forTimeInterval: 0.02)
+                }
+                print("Stopped the agent (pid \(pid)): handles flushed and closed, keys wiped.")
+            }
+        }
+
+        /// Whether `pid` is alive and not a zombie waiting for its parent.
+        static func isRunning(_ pid: Int32) -> Bool {
+            guard kill(pid, 0) == 0 else { return false }
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return true }
+            return !stat[close...].hasPrefix(") Z")
+        }
+    }
+}
+
+/// `--auto-lock`: a duration, or `never`.
+struct AutoLockSetting: ExpressibleByArgument {
+    let duration: Duration?
+
+    init(duration: Duration?) {
+        self.duration = duration
+    }
+
+    init?(argument: String) {
+        if argument == "never" {
+            duration = nil
+            return
+        }
+        guard let duration = Duration(scenarioSpelling: argument), duration > .zero else { return nil }
+        self.duration = duration
+    }
+
+    var spelling: String { duration?.scenarioSpelling ?? "never" }
+    var defaultValueDescription: String { spelling }
+}

@@ -1,0 +1,20 @@
+import ArgumentParser
+import DataProtection
+import Foundation
+
+/// `dpctl lock`: locks the agent's device.
+struct Lock: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Lock the agent's device (needs `dpctl agent start`).",
+        discussion: "Files of class complete become unavailable after the grace period; completeUntilFirstUserAuthentication files stay available.")
+
+    @OptionGroup var storeOptions: StoreOptions
+
+    func run() throws {
+        try reporting {
+            let session = try Session(storeOptions)
+            try session.requireAgent(for: "lock").device.lock()
+            print("Locked.")
+        }
+    }
+}

@@ -1,0 +1,60 @@
+import ArgumentParser
+import DataProtection
+import DataProtectionAgent
+import Foundation
+
+/// `dpctl watch`: one line per notification of the agent's device, as it happens.
+struct Watch: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the agent's notifications as they happen, one per line, until interrupted (needs `dpctl agent start`).",
+        discussion: "Lines are `<ISO 8601 time> <notification>`; with --json, one JSON object per line.")
+
+    @OptionGroup var storeOptions: StoreOptions
+    @OptionGroup var output: OutputOptions
+
+    struct Line: Encodable {
+        var date: Date
+        var notification: String
+    }
+
+    func run() throws {
+        try reporting {
+            let agent = try Session(storeOptions).requireAgent(for: "watch")
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            encoder.dateEncodingStrategy = .custom { date, encoder in
+                var container = encoder.singleValueContainer()
+                try container.encode(Self.timestamp(date))
+            }
+            var failure: (any Error)?
+            try agent.device.watch(ready: {
+                // Scripts wait for this line before acting (standard error, so output stays events only).
+                if isatty(STDERR_FILENO) == 1 || ProcessInfo.processInfo.environment["DPCTL_WATCH_READY"] != nil {
+                    FileHandle.standardError.write("dpctl: watching the agent (pid \(agent.agentProcessIdentifier))\n")
+                }
+            }) { event in
+                let line: String
+                if output.json {
+                    guard let data = try? encoder.encode(Line(date: event.date, notification: event.notification.rawValue)) else { return false }
+                    line = String(decoding: data, as: UTF8.self)
+                } else {
+                    line = "\(Self.timestamp(event.date)) \(event.notification.rawValue)"
+                }
+                do {
+                    try FileHandle.standardOutput.write(contentsOf: Data((line + "\n").utf8))
+                    return true
+                } catch {
+                    failure = error
+                    return false
+                }
+            }
+            if failure != nil { throw OutputClosed() }
+        }
+    }
+
+    static func timestamp(_ date: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: date)
+    }
+}
