@@ -141,7 +141,7 @@ let package = Package(
         // under libFuzzer in a fuzz build and replays inputs in an ordinary one.
         .target(
             name: "DataProtectionFuzzing",
-            dependencies: ["DataProtection", "DataProtectionScenarios", "SodiumBridge",
+            dependencies: ["DataProtection", "DataProtectionScenarios", "DataProtectionAgent", "SodiumBridge",
                            .product(name: "SystemPackage", package: "swift-system")],
             path: "Tests/Fuzz/Entries"
         ),
@@ -166,6 +166,10 @@ let package = Package(
             name: "DataProtectionSQLiteTests",
             dependencies: ["DataProtectionSQLite", "DataProtectionGRDB", "DataProtection", "SQLiteBridge",
                            .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        .testTarget(
+            name: "DataProtectionAgentTests",
+            dependencies: ["DataProtectionAgent", "DataProtection", "SocketBridge", "DataProtectionFuzzing"]
         ),
         .testTarget(
             name: "dpctlTests",

@@ -31,9 +31,8 @@ public final class AgentStore: ProtectedFileSystem {
         device = AgentDevice(connection: connection)
     }
 
-    deinit { connection.close() }
-
-    /// Disconnects (the agent closes this client's handles).
+    /// Disconnects now (the agent closes this client's handles); otherwise the connection
+    /// ends when the store, its device and its handles are all released.
     public func close() { connection.close() }
 
     /// The agent's device and timers.
@@ -72,29 +71,34 @@ public final class AgentStore: ProtectedFileSystem {
 
     public func write(to path: String, protection: ProtectionClass?, exclusive: Bool, from next: () throws -> Data?) throws {
         let (mine, theirs) = try Self.pair()
+        defer { mine.close() }
         var failure: (any Error)?
-        _ = try connection.call(.writeFile(path: path, protection: protection, exclusive: exclusive, source: .pieces),
-                                passing: FileDescriptor(rawValue: theirs.descriptor)) { () throws(DataProtectionError) in
-            theirs.close()
-            defer { mine.close() }
-            do {
-                while let piece = try next() {
-                    var start = piece.startIndex
-                    while start < piece.endIndex {
-                        let end = min(piece.endIndex, start + AgentWireFormat.maximumInlineData)
-                        try Self.sendPiece(piece[start..<end], on: mine)
-                        start = end
+        let request = AgentRequest.writeFile(path: path, protection: protection, exclusive: exclusive, source: .pieces)
+        do {
+            _ = try connection.call(request, passing: FileDescriptor(rawValue: theirs.descriptor)) { () throws(DataProtectionError) in
+                theirs.close()
+                defer { mine.close() }
+                do {
+                    while let piece = try next() {
+                        var start = piece.startIndex
+                        while start < piece.endIndex {
+                            let end = min(piece.endIndex, start + AgentWireFormat.maximumInlineData)
+                            try Self.sendPiece(piece[start..<end], on: mine)
+                            start = end
+                        }
                     }
+                    try Self.sendPiece(Data(), on: mine)
+                } catch let error as SocketError where error.isDisconnection {
+                    // The agent stopped reading: its answer says why.
+                } catch {
+                    // Closing without the end marker: the agent stores nothing.
+                    failure = error
                 }
-                try Self.sendPiece(Data(), on: mine)
-            } catch let error as SocketError where error.isDisconnection {
-                // The agent stopped reading: its answer says why.
-            } catch {
-                // Closing without the end marker: the agent stores nothing.
-                failure = error
             }
+        } catch {
+            // The source's own failure is the cause; the agent's "ended before its end marker" follows from it.
+            throw failure ?? error
         }
-        if let failure { throw failure }
     }
 
     /// Stores what `descriptor` holds from its current offset to its end at `path`: the

@@ -6,15 +6,19 @@ import SystemPackage
 
 /// Frames over a byte stream: a 4-byte big-endian length, then that many payload bytes
 /// (1 to ``AgentWireFormat/maximumFrameLength``). At most one descriptor travels with a frame.
-struct AgentFrameReader {
+package struct AgentFrameReader {
     /// Reads into the buffer (0: end of stream), with the descriptor that came along, if any.
-    typealias Receive = (UnsafeMutableRawBufferPointer) throws -> (count: Int, descriptor: Int32?)
+    package typealias Receive = (UnsafeMutableRawBufferPointer) throws -> (count: Int, descriptor: Int32?)
 
     let receive: Receive
 
+    package init(receive: @escaping Receive) {
+        self.receive = receive
+    }
+
     /// The next frame; `nil` at a clean end of stream (between frames). A descriptor that
     /// came with the frame is returned; on any violation it is closed first.
-    func next() throws -> (payload: [UInt8], descriptor: FileDescriptor?)? {
+    package func next() throws -> (payload: [UInt8], descriptor: FileDescriptor?)? {
         var descriptor: Int32?
         do {
             var header = [UInt8](repeating: 0, count: 4)

@@ -71,7 +71,11 @@ struct AgentFieldReader {
     }
 
     mutating func milliseconds() throws(AgentProtocolViolation) -> Duration? {
-        try optional { reader throws(AgentProtocolViolation) in .milliseconds(Int64(clamping: try reader.u64())) }
+        try optional { reader throws(AgentProtocolViolation) in
+            let value = try reader.u64()
+            guard value <= AgentWireFormat.maximumMilliseconds else { throw AgentProtocolViolation("a duration of \(value) ms") }
+            return .milliseconds(Int64(value))
+        }
     }
 
     mutating func element<T>(of table: [T], _ what: String) throws(AgentProtocolViolation) -> T {

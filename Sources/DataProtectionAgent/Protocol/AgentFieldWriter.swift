@@ -41,8 +41,11 @@ struct AgentFieldWriter {
 
     mutating func milliseconds(_ value: Duration?) {
         optional(value) { writer, duration in
+            // Whole milliseconds, never negative, at most ``AgentWireFormat/maximumMilliseconds``.
             let (seconds, attoseconds) = duration.components
-            writer.u64(UInt64(max(0, seconds)) * 1000 + UInt64(max(0, attoseconds) / 1_000_000_000_000_000))
+            let whole = UInt64(max(0, seconds)).multipliedReportingOverflow(by: 1000)
+            let milliseconds = whole.overflow ? UInt64.max : whole.partialValue &+ UInt64(max(0, attoseconds) / 1_000_000_000_000_000)
+            writer.u64(min(milliseconds, AgentWireFormat.maximumMilliseconds))
         }
     }
 

@@ -98,7 +98,7 @@ public enum AgentRequest: Sendable, Hashable {
     }
 
     /// The frame payload.
-    func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         var writer = AgentFieldWriter()
         writer.u8(operation)
         switch self {

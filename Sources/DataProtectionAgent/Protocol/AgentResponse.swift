@@ -3,7 +3,7 @@ import Foundation
 
 /// One frame from the agent (`Keys/agent-protocol.md`, "Responses"): a status byte, then
 /// the fields the request's reply holds.
-enum AgentResponse: Sendable, Hashable {
+package enum AgentResponse: Sendable, Hashable {
     /// Status 0: done; the fields are the reply to the request.
     case ok([UInt8])
     /// Status 1: the request failed with a semantics error.
@@ -14,7 +14,7 @@ enum AgentResponse: Sendable, Hashable {
     /// Status 3: a notification, on a connection that asked to `watch`.
     case event(AgentEvent)
 
-    func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         var writer = AgentFieldWriter()
         switch self {
         case .ok(let body):
@@ -23,8 +23,8 @@ enum AgentResponse: Sendable, Hashable {
         case .failure(let error):
             writer.u8(1)
             writer.string(error.code.rawValue)
-            writer.string(String(error.message.prefix(AgentWireFormat.maximumStringLength / 4)))
-            writer.optional(error.hint) { $0.string(String($1.prefix(AgentWireFormat.maximumStringLength / 4))) }
+            writer.string(Self.bounded(error.message))
+            writer.optional(error.hint) { $0.string(Self.bounded($1)) }
             writer.milliseconds(error.retryAfter)
             writer.optional(error.sqliteCode) { $0.u32(UInt32(bitPattern: $1)) }
         case .descriptorNeeded(let size):
@@ -33,12 +33,23 @@ enum AgentResponse: Sendable, Hashable {
         case .event(let event):
             writer.u8(3)
             writer.u8(UInt8(AgentWireFormat.notifications.firstIndex(of: event.notification)!))
-            writer.i64(Int64((event.date.timeIntervalSince1970 * 1e9).rounded()))
+            writer.i64(event.nanosecondsSince1970)
         }
         return writer.bytes
     }
 
-    static func decode(_ payload: [UInt8]) throws(AgentProtocolViolation) -> AgentResponse {
+    /// `text`, cut at a character boundary to fit a string field.
+    static func bounded(_ text: String) -> String {
+        guard text.utf8.count > AgentWireFormat.maximumStringLength else { return text }
+        var result = ""
+        for character in text {
+            guard result.utf8.count + character.utf8.count <= AgentWireFormat.maximumStringLength else { break }
+            result.append(character)
+        }
+        return result
+    }
+
+    package static func decode(_ payload: [UInt8]) throws(AgentProtocolViolation) -> AgentResponse {
         var reader = AgentFieldReader(payload)
         switch try reader.u8() {
         case 0:
@@ -62,7 +73,7 @@ enum AgentResponse: Sendable, Hashable {
             let notification = try reader.element(of: AgentWireFormat.notifications, "notification")
             let nanoseconds = try reader.i64()
             try reader.finish()
-            return .event(AgentEvent(notification: notification, date: Date(timeIntervalSince1970: Double(nanoseconds) / 1e9)))
+            return .event(AgentEvent(notification: notification, nanosecondsSince1970: nanoseconds))
         case let status:
             throw AgentProtocolViolation("response status \(status)")
         }
@@ -73,12 +84,19 @@ enum AgentResponse: Sendable, Hashable {
 public struct AgentEvent: Sendable, Hashable {
     /// What the device posted.
     public var notification: DeviceNotification
+    /// When the agent posted it, in nanoseconds since 1970 (as the wire carries it).
+    public var nanosecondsSince1970: Int64
     /// When the agent posted it.
-    public var date: Date
+    public var date: Date { Date(timeIntervalSince1970: Double(nanosecondsSince1970) / 1e9) }
 
-    public init(notification: DeviceNotification, date: Date) {
+    public init(notification: DeviceNotification, nanosecondsSince1970: Int64) {
         self.notification = notification
-        self.date = date
+        self.nanosecondsSince1970 = nanosecondsSince1970
+    }
+
+    /// An event posted at `date`.
+    public init(notification: DeviceNotification, date: Date) {
+        self.init(notification: notification, nanosecondsSince1970: Int64(exactly: (date.timeIntervalSince1970 * 1e9).rounded()) ?? 0)
     }
 }
 

@@ -11,6 +11,8 @@ public enum AgentWireFormat {
     public static let maximumInlineData = 1 << 20
     /// The most bytes of a path or other string field.
     public static let maximumStringLength = 4096
+    /// The longest duration a field carries, in milliseconds (about 146 years): longer ones are sent as this.
+    public static let maximumMilliseconds: UInt64 = 1 << 52
     /// The most handles one client may hold open at once.
     public static let maximumHandlesPerClient = 1024
 

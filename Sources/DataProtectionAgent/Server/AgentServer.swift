@@ -104,6 +104,9 @@ public final class AgentServer: Sendable {
         shutDown()
     }
 
+    /// The connections being served now.
+    public var connectionCount: Int { state.withLock { $0.connections.count } }
+
     /// Ends ``run()``: no new connections; the open ones end after their current request.
     public func stop() {
         let connections = state.withLock { state in

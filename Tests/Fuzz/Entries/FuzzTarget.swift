@@ -16,6 +16,8 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
     case keyFiles = "key-files"
     /// The scenario language parser.
     case scenario
+    /// The agent protocol: frames from a byte stream, requests and responses.
+    case agentFrames = "agent-frames"
 
     /// Runs one input.
     package func run(_ input: Data) {
@@ -23,6 +25,7 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
         case .fileFormat: FileFormatFuzzing.run(input)
         case .keyFiles: KeyFilesFuzzing.run(input)
         case .scenario: ScenarioFuzzing.run(input)
+        case .agentFrames: AgentFrameFuzzing.run(input)
         }
     }
 }

@@ -1,0 +1,186 @@
+import DataProtection
+import DataProtectionAgent
+import Foundation
+import Testing
+
+/// The library client against an agent: the surface of the in-process store, carried out
+/// inside the agent under its device's class rules.
+@Suite("Agent client")
+struct AgentClientTests {
+    @Test("whole files, large ones through a descriptor, and every item operation")
+    func wholeFilesAndItems() throws {
+        try withAgent { agent in
+            let client = try agent.client()
+            try client.device.unlock(passcode: "1234")
+            try client.write(Data("hello".utf8), to: "docs/a.txt", protection: .complete, options: [])
+            #expect(try client.contents(atPath: "docs/a.txt") == Data("hello".utf8))
+            // Larger than a frame: pieces one way, a descriptor the other.
+            let big = Data((0..<(3 << 20) + 17).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+            try client.write(big, to: "big.bin")
+            #expect(try client.contents(atPath: "big.bin") == big)
+            #expect(try agent.store.contents(atPath: "big.bin") == big)
+            let attributes = try client.attributesOfItem(atPath: "docs/a.txt")
+            #expect(attributes.type == .file && attributes.size == 5 && attributes.protectionClass == .complete)
+            #expect(try client.attributesOfItem(atPath: "docs").type == .directory)
+            try client.createDirectory(atPath: "x/y", withIntermediateDirectories: true, protection: ProtectionClass.none)
+            #expect(try client.contentsOfDirectory(atPath: "/").sorted() == ["big.bin", "docs", "x"])
+            try client.moveItem(atPath: "docs/a.txt", toPath: "x/y/b.txt")
+            try client.copyItem(atPath: "x/y/b.txt", toPath: "c.txt", protection: .completeUntilFirstUserAuthentication)
+            try client.setProtectionClass(.none, ofItemAtPath: "c.txt")
+            #expect(try agent.store.attributesOfItem(atPath: "c.txt").protectionClass == .some(.none))
+            #expect(client.fileExists(atPath: "x/y/b.txt") && !client.fileExists(atPath: "docs/a.txt"))
+            try client.removeItem(atPath: "c.txt")
+            expectCode(.fileNotFound) { _ = try client.contents(atPath: "c.txt") }
+            expectCode(.fileExists) { try client.write(Data(), to: "big.bin", protection: nil, options: .withoutOverwriting) }
+            expectCode(.invalidPath) { _ = try client.contents(atPath: "../etc/passwd") }
+        }
+    }
+
+    @Test("a streamed write that fails half-way stores nothing, and the connection goes on")
+    func abortedStreamingWrite() throws {
+        struct SourceFailed: Error {}
+        try withAgent { agent in
+            let client = try agent.client()
+            try client.device.unlock(passcode: "1234")
+            try client.write(Data("old".utf8), to: "f")
+            var calls = 0
+            #expect(throws: SourceFailed.self) {
+                try client.write(to: "f", protection: nil, exclusive: false) { () throws -> Data? in
+                    calls += 1
+                    if calls == 3 { throw SourceFailed() }
+                    return Data(repeating: 7, count: 300_000)
+                }
+            }
+            #expect(try client.contents(atPath: "f") == Data("old".utf8))
+            var pieces = 0
+            try client.write(to: "f") { () -> Data? in
+                pieces += 1
+                return pieces <= 4 ? Data(repeating: UInt8(pieces), count: 700_000) : nil
+            }
+            #expect(try client.contents(atPath: "f").count == 2_800_000)
+        }
+    }
+
+    @Test("a client's complete handle follows the agent's lock: fails once locked, works after unlock")
+    func handleFollowsTheAgentsLock() throws {
+        try withAgent { agent in
+            let client = try agent.client()
+            try client.device.unlock(passcode: "1234")
+            let handle = try client.openFile(atPath: "secret", mode: .update, create: true, protection: .complete)
+            try handle.write(contentsOf: Data("one".utf8))
+            agent.device.lock()  // the agent's own device, not through this client
+            expectCode(.protectedDataUnavailable) { try handle.write(contentsOf: Data("two".utf8)) }
+            expectCode(.protectedDataUnavailable) { _ = try client.contents(atPath: "secret") }
+            #expect(try client.device.state == .locked)
+            #expect(try client.device.isAvailable(.complete) == false)
+            try client.device.unlock(passcode: "1234")
+            try handle.write(contentsOf: Data("two".utf8))
+            try handle.seek(toOffset: 0)
+            #expect(try handle.readToEnd() == Data("onetwo".utf8))
+            #expect(try handle.size() == 6)
+            try handle.close()
+            expectCode(.handleClosed) { _ = try handle.size() }
+        }
+    }
+
+    @Test("a client that disconnects has its handles closed and flushed: its writes survive a crash")
+    func disconnectClosesHandles() throws {
+        try withAgent { agent in
+            let client = try agent.client()
+            try client.device.unlock(passcode: "1234")
+            let handle = try client.openFile(atPath: "log", mode: .update, create: true, protection: nil)
+            try handle.write(contentsOf: Data(repeating: 1, count: 200_000))
+            client.close()
+            // The agent closes the handle when it sees the connection go; then a crash loses nothing.
+            #expect(eventually { agent.server.connectionCount == 0 })
+            try agent.device.crash()
+            try agent.device.unlock(passcode: "1234")
+            #expect(try agent.store.contents(atPath: "log") == Data(repeating: 1, count: 200_000))
+        }
+    }
+
+    @Test("notifications reach a watching client in order")
+    func notificationsInOrder() async throws {
+        let fixture = try AgentFixture()
+        defer { fixture.tearDown() }
+        let client = try fixture.client()
+        let events = try client.device.events()
+        try client.device.unlock(passcode: "1234")
+        try client.device.lock()
+        try client.device.unlock(passcode: "1234")
+        var received: [DeviceNotification] = []
+        for await event in events {
+            received.append(event.notification)
+            if received.count == 3 { break }
+        }
+        #expect(received == [.protectedDataDidBecomeAvailable, .protectedDataWillBecomeUnavailable, .protectedDataDidBecomeAvailable])
+    }
+
+    @Test("auto-lock locks the device after the idle period with no request, and status counts it down")
+    func autoLock() throws {
+        try withAgent(autoLock: .milliseconds(600)) { agent in
+            let client = try agent.client()
+            try client.device.unlock(passcode: "1234")
+            let status = try client.status()
+            #expect(status.autoLock == .milliseconds(600))
+            #expect(status.autoLockIn != nil)
+            #expect(eventually { agent.device.state == .locked })
+            #expect(try client.status().autoLockIn == nil)
+            expectCode(.protectedDataUnavailable) { try client.write(Data("x".utf8), to: "a", protection: .complete, options: []) }
+        }
+    }
+
+    @Test("100 clients at once, each with its own connection")
+    func hundredConcurrentClients() throws {
+        try withAgent { agent in
+            try agent.client().device.unlock(passcode: "1234")
+            try agent.store.write(Data("shared".utf8), to: "shared")
+            let failures = Locked([String]())
+            DispatchQueue.concurrentPerform(iterations: 100) { index in
+                do {
+                    let client = try agent.client()
+                    let mine = Data("client \(index)".utf8)
+                    try client.write(mine, to: "clients/\(index)")
+                    guard try client.contents(atPath: "clients/\(index)") == mine,
+                          try client.contents(atPath: "shared") == Data("shared".utf8) else {
+                        failures.withLock { $0.append("client \(index) read something else") }
+                        return
+                    }
+                } catch {
+                    failures.withLock { $0.append("client \(index): \(error)") }
+                }
+            }
+            #expect(failures.withLock { $0 } == [])
+            #expect(try agent.store.contentsOfDirectory(atPath: "clients").count == 100)
+        }
+    }
+
+    @Test("the same code runs on the in-process store and on the agent (ProtectedFileSystem)")
+    func sharedSurface() throws {
+        func exercise(_ store: some ProtectedFileSystem) throws -> Data {
+            try store.write(Data("abc".utf8), to: "s/f")
+            let handle = try store.openFile(atPath: "s/f", mode: .append, create: false, protection: nil)
+            try handle.write(contentsOf: Data("def".utf8))
+            try handle.close()
+            return try store.contents(atPath: "s/f")
+        }
+        try withAgent { agent in
+            try agent.device.unlock(passcode: "1234")
+            #expect(try exercise(agent.client()) == Data("abcdef".utf8))
+            try agent.store.removeItem(atPath: "s/f")
+            #expect(try exercise(agent.store) == Data("abcdef".utf8))
+        }
+    }
+}
+
+/// A value behind a lock, for tests that collect from many threads.
+final class Locked<Value>: @unchecked Sendable {
+    private var value: Value
+    private let lock = NSLock()
+    init(_ value: Value) { self.value = value }
+    func withLock<R>(_ body: (inout Value) -> R) -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&value)
+    }
+}

@@ -1,0 +1,212 @@
+import DataProtection
+@testable import DataProtectionAgent
+import DataProtectionFuzzing
+import Foundation
+import SocketBridge
+import Testing
+
+/// The wire format (`Keys/agent-protocol.md`): known-answer frames, round trips, and what
+/// the agent does with frames that break the protocol.
+@Suite("Agent protocol")
+struct AgentProtocolTests {
+    static let vectors: URL = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Keys/vectors/agent-protocol.json")
+
+    struct Vectors: Decodable {
+        struct Vector: Decodable {
+            var name: String
+            var frame: String
+        }
+        var requests: [Vector]
+        var responses: [Vector]
+    }
+
+    /// The values of the vectors, by name.
+    static let requests: [String: AgentRequest] = [
+        "hello, protocol version 1": .hello(version: 1),
+        "status": .status,
+        "unlock with passcode \"1234\"": .unlock(passcode: "1234"),
+        "bare unlock (no passcode)": .unlock(passcode: nil),
+        "lock": .lock,
+        "readFile \"a.txt\"": .readFile(path: "a.txt"),
+        "writeFile \"a.txt\", class complete, not exclusive, inline \"hi\"":
+            .writeFile(path: "a.txt", protection: .complete, exclusive: false, source: .inline(Data("hi".utf8))),
+        "writeFile \"big\", no class given, exclusive, pieces through the passed descriptor":
+            .writeFile(path: "big", protection: nil, exclusive: true, source: .pieces),
+        "open \"a.txt\" for update, create, class none": .open(path: "a.txt", mode: .update, create: true, protection: ProtectionClass.none),
+        "read 4096 bytes from handle 1 at its offset": .read(handle: 1, offset: nil, count: 4096),
+        "write \"x\" to handle 1 at offset 10": .write(handle: 1, offset: 10, data: Data("x".utf8)),
+        "setProtection \"docs\" to completeUnlessOpen": .setProtection(path: "docs", protection: .completeUnlessOpen),
+        "changePasscode from \"1234\" to \"5678\"": .changePasscode(from: "1234", to: "5678"),
+        "watch": .watch,
+    ]
+
+    static let responses: [String: AgentResponse] = [
+        "ok, no fields": .ok([]),
+        "failure protectedDataUnavailable \"locked\", no hint, no retry, no SQLite code":
+            .failure(DataProtectionError(.protectedDataUnavailable, "locked")),
+        "failure passcodeAttemptsDelayed \"wait\", hint \"later\", retry after 60000 ms":
+            .failure(DataProtectionError(.passcodeAttemptsDelayed, "wait", hint: "later", retryAfter: .seconds(60))),
+        "descriptorNeeded, 2 MiB": .descriptorNeeded(size: 2 << 20),
+        "event protectedDataWillBecomeUnavailable at 1700000000.5 s":
+            .event(AgentEvent(notification: .protectedDataWillBecomeUnavailable, nanosecondsSince1970: 1_700_000_000_500_000_000)),
+    ]
+
+    static func frame(_ payload: [UInt8]) -> [UInt8] {
+        withUnsafeBytes(of: UInt32(payload.count).bigEndian) { Array($0) } + payload
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+
+    static func payload(ofHexFrame hex: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var index = hex.startIndex
+        while index < hex.endIndex {
+            let next = hex.index(index, offsetBy: 2)
+            bytes.append(UInt8(hex[index..<next], radix: 16)!)
+            index = next
+        }
+        return Array(bytes.dropFirst(4))
+    }
+
+    @Test("every known-answer frame encodes and decodes exactly")
+    func knownAnswers() throws {
+        let vectors = try JSONDecoder().decode(Vectors.self, from: Data(contentsOf: Self.vectors))
+        #expect(vectors.requests.count == Self.requests.count)
+        #expect(vectors.responses.count == Self.responses.count)
+        for vector in vectors.requests {
+            let value = try #require(Self.requests[vector.name], "no value for \(vector.name)")
+            #expect(Self.hex(Self.frame(value.encoded())) == vector.frame, "\(vector.name)")
+            #expect(try AgentRequest.decode(Self.payload(ofHexFrame: vector.frame)) == value, "\(vector.name)")
+        }
+        for vector in vectors.responses {
+            let value = try #require(Self.responses[vector.name], "no value for \(vector.name)")
+            #expect(Self.hex(Self.frame(value.encoded())) == vector.frame, "\(vector.name)")
+            #expect(try AgentResponse.decode(Self.payload(ofHexFrame: vector.frame)) == value, "\(vector.name)")
+        }
+    }
+
+    @Test("every cut of a request payload is refused, never misread")
+    func truncatedRequests() {
+        for request in Self.requests.values {
+            let payload = request.encoded()
+            for length in 0..<payload.count {
+                #expect(throws: AgentProtocolViolation.self) { try AgentRequest.decode(Array(payload.prefix(length))) }
+            }
+            #expect(throws: AgentProtocolViolation.self) { try AgentRequest.decode(payload + [0]) }
+        }
+    }
+
+    @Test("status and attribute replies survive a round trip")
+    func replies() throws {
+        let status = AgentStatus(state: .locked, passcodeSet: true, failedPasscodeAttempts: 3, nextAttemptAllowedIn: .seconds(60),
+                                 autoLock: .seconds(300), autoLockIn: nil, keyDiscardIn: .milliseconds(9_500),
+                                 availableClasses: [.completeUntilFirstUserAuthentication, .none], agentProcessIdentifier: 4242)
+        #expect(try AgentStatus.decode(status.encoded()) == status)
+        let attributes = ProtectedItemAttributes(type: .file, size: 12, protectionClass: .complete,
+                                                 creationDate: Date(timeIntervalSince1970: 1_700_000_000), modificationDate: nil)
+        #expect(try ProtectedItemAttributes.decode(attributes.encoded()) == attributes)
+        #expect(try AgentReply.names(AgentReply.names(["a", "ü", ""])) == ["a", "ü", ""])
+    }
+
+    /// Connects, says hello, and returns the socket.
+    static func rawConnection(_ agent: AgentFixture, hello: Bool = true) throws -> UnixSocket {
+        let socket = try UnixSocket.connect(to: agent.socketPath)
+        if hello {
+            try socket.send(frame(AgentRequest.hello(version: AgentWireFormat.version).encoded()))
+            var reply = [UInt8](repeating: 0, count: 13)
+            var filled = 0
+            while filled < reply.count {
+                let count = try socket.receive(into: &reply, from: filled).count
+                guard count > 0 else { break }
+                filled += count
+            }
+            #expect(Array(reply.prefix(5)) == [0, 0, 0, 9, 0])
+        }
+        return socket
+    }
+
+    /// Whether the agent closed `socket` (end of stream, or a reset when it left bytes unread,
+    /// within a few seconds; nothing else sent).
+    static func closedByAgent(_ socket: UnixSocket) throws -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 64)
+        guard try socket.waitUntilReadable(milliseconds: 5000) else { return false }
+        let result: Result<Int, SocketError> = Result { () throws(SocketError) in try socket.receive(into: &buffer).count }
+        switch result {
+        case .success(let count): return count == 0
+        case .failure(let error): return error.errno == ECONNRESET
+        }
+    }
+
+    @Test("a frame that breaks the protocol closes that client only", arguments: [
+        ("a length beyond the limit", [UInt8]([0xff, 0xff, 0xff, 0xff, 1])),
+        ("an empty frame", [0, 0, 0, 0]),
+        ("an unknown operation", [0, 0, 0, 1, 0xee]),
+        ("a field past the end", [0, 0, 0, 3, 5, 0, 0]),
+        ("trailing bytes", [0, 0, 0, 3, 2, 0, 0]),
+        ("a path that is not UTF-8", [0, 0, 0, 7, 5, 0, 0, 0, 2, 0xc3, 0x28]),
+        ("a second hello", [0, 0, 0, 5, 1, 0, 0, 0, 1]),
+    ])
+    func malformedFrames(_ name: String, _ bytes: [UInt8]) throws {
+        try withAgent { agent in
+            let bystander = try agent.client()
+            try bystander.device.unlock(passcode: "1234")
+            let socket = try Self.rawConnection(agent)
+            try socket.send(bytes)
+            if name == "a second hello" {
+                // Not a violation of the framing: a failure answer, and the connection stays.
+                var reply = [UInt8](repeating: 0, count: 5)
+                _ = try socket.receive(into: &reply)
+                #expect(reply[4] == 1)
+            } else {
+                #expect(try Self.closedByAgent(socket), "\(name)")
+            }
+            try bystander.write(Data("still served".utf8), to: "after")
+            #expect(try bystander.contents(atPath: "after") == Data("still served".utf8))
+        }
+    }
+
+    @Test("a first frame that is not hello, or a hello of another version, ends the connection")
+    func helloFirst() throws {
+        try withAgent { agent in
+            let noHello = try Self.rawConnection(agent, hello: false)
+            try noHello.send(Self.frame(AgentRequest.status.encoded()))
+            #expect(try Self.closedByAgent(noHello))
+            let otherVersion = try Self.rawConnection(agent, hello: false)
+            try otherVersion.send(Self.frame(AgentRequest.hello(version: 99).encoded()))
+            var buffer = [UInt8](repeating: 0, count: 512)
+            let count = try otherVersion.receive(into: &buffer).count
+            guard case .failure(let error) = try AgentResponse.decode(Array(buffer[4..<count])) else {
+                Issue.record("no failure for version 99")
+                return
+            }
+            #expect(error.code == .invalidArgument && error.message.contains("version 1"))
+            #expect(try Self.closedByAgent(otherVersion))
+        }
+    }
+
+    @Test("a descriptor sent with an operation that takes none ends the connection, and is not kept")
+    func strayDescriptor() throws {
+        try withAgent { agent in
+            let socket = try Self.rawConnection(agent)
+            let (mine, theirs) = try UnixSocket.pair()
+            try socket.send(Self.frame(AgentRequest.status.encoded()), passing: theirs.descriptor)
+            theirs.close()
+            #expect(try Self.closedByAgent(socket))
+            // The agent closed its copy: the pair's other end sees end of stream.
+            var buffer = [UInt8](repeating: 0, count: 8)
+            #expect(try mine.waitUntilReadable(milliseconds: 5000))
+            #expect(try mine.receive(into: &buffer).count == 0)
+        }
+    }
+
+    @Test("the fuzz entry point survives its corpus and random streams")
+    func fuzzEntry() {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<2000 {
+            let count = Int.random(in: 0..<200, using: &generator)
+            FuzzTarget.agentFrames.run(Data((0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }))
+        }
+    }
+}
