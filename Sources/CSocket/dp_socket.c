@@ -2,6 +2,9 @@
 #include "dp_socket.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -16,26 +19,54 @@ int dp_socket_path_limit(void) {
     return (int)sizeof(address.sun_path) - 1;
 }
 
-static int fill_address(struct sockaddr_un *address, const char *path) {
+/// Fills `address` with `path`. A path longer than sun_path holds is reached through its
+/// directory instead (`/proc/self/fd/<dir>/<name>`, Linux): `*directory` is then an open
+/// O_PATH descriptor the caller closes after bind or connect.
+static int fill_address(struct sockaddr_un *address, const char *path, int *directory) {
+    *directory = -1;
     size_t length = strlen(path);
-    if (length == 0 || length > sizeof(address->sun_path) - 1) return -ENAMETOOLONG;
+    if (length == 0) return -EINVAL;
     memset(address, 0, sizeof(*address));
     address->sun_family = AF_UNIX;
-    memcpy(address->sun_path, path, length);
+    if (length <= sizeof(address->sun_path) - 1) {
+        memcpy(address->sun_path, path, length);
+        return 0;
+    }
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash[1] == 0) return -ENAMETOOLONG;
+    size_t parent = (size_t)(slash - path);
+    char *name = strndup(path, parent == 0 ? 1 : parent);
+    if (!name) return -ENOMEM;
+    int fd = open(name, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int error = errno;
+    free(name);
+    if (fd < 0) return -error;
+    int written = snprintf(address->sun_path, sizeof(address->sun_path), "/proc/self/fd/%d/%s", fd, slash + 1);
+    if (written < 0 || (size_t)written >= sizeof(address->sun_path)) {
+        close(fd);
+        return -ENAMETOOLONG;
+    }
+    *directory = fd;
     return 0;
 }
 
 int dp_socket_listen(const char *path, int backlog) {
     struct sockaddr_un address;
-    int status = fill_address(&address, path);
+    int directory;
+    int status = fill_address(&address, path, &directory);
     if (status < 0) return status;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -errno;
+    if (fd < 0) {
+        int error = errno;
+        if (directory >= 0) close(directory);
+        return -error;
+    }
     // The socket file is created 0600 whatever the umask: only its user may connect.
     mode_t saved = umask(0177);
     status = bind(fd, (struct sockaddr *)&address, sizeof(address));
     int bindError = errno;
     umask(saved);
+    if (directory >= 0) close(directory);
     if (status < 0) {
         close(fd);
         return -bindError;
@@ -50,17 +81,21 @@ int dp_socket_listen(const char *path, int backlog) {
 
 int dp_socket_connect(const char *path) {
     struct sockaddr_un address;
-    int status = fill_address(&address, path);
+    int directory;
+    int status = fill_address(&address, path, &directory);
     if (status < 0) return status;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -errno;
-    while (connect(fd, (struct sockaddr *)&address, sizeof(address)) < 0) {
-        if (errno == EINTR) continue;
-        int error = errno;
-        close(fd);
-        return -error;
+    int error = errno;
+    if (fd >= 0) {
+        while ((status = connect(fd, (struct sockaddr *)&address, sizeof(address))) < 0 && errno == EINTR) {}
+        error = errno;
+        if (status < 0) {
+            close(fd);
+            fd = -1;
+        }
     }
-    return fd;
+    if (directory >= 0) close(directory);
+    return fd >= 0 ? fd : -error;
 }
 
 int dp_socket_accept(int listener) {

@@ -9,9 +9,10 @@
 
 /// The longest path a Unix-domain socket address holds (sun_path less its NUL).
 int dp_socket_path_limit(void);
-/// A listening stream socket bound at `path` (mode 0600, close-on-exec).
+/// A listening stream socket bound at `path` (mode 0600, close-on-exec). A path longer than
+/// a socket address holds is bound through its directory (/proc/self/fd/<dir>/<name>).
 int dp_socket_listen(const char *path, int backlog);
-/// A stream socket connected to `path` (close-on-exec).
+/// A stream socket connected to `path` (close-on-exec); long paths as for listening.
 int dp_socket_connect(const char *path);
 /// The next connection on a listening socket (close-on-exec); EINTR retried.
 int dp_socket_accept(int listener);

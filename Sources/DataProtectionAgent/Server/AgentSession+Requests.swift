@@ -1,5 +1,6 @@
 import DataProtection
 import Foundation
+import SocketBridge
 import SystemPackage
 
 extension AgentSession {
@@ -51,7 +52,8 @@ extension AgentSession {
                 throw DataProtectionError(.invalidArgument, "writeFile from a descriptor needs one passed with the request.")
             }
             defer { try? descriptor.close() }
-            try write(path, protection: protection, exclusive: exclusive, from: AgentInput(descriptor, pieces: source == .pieces))
+            try write(path, protection: protection, exclusive: exclusive,
+                      from: AgentInput(descriptor, pieces: source == .pieces, connection: channel.socket))
             return .ok([])
         case .attributes(let path):
             return .ok(try store.attributesOfItem(atPath: path).encoded())
@@ -170,17 +172,25 @@ extension AgentSession {
 struct AgentInput {
     let descriptor: FileDescriptor
     let pieces: Bool
+    /// The client's connection: a raw descriptor's end counts only while the client is still
+    /// there to be answered (a client killed mid-transfer stores nothing).
+    let connection: UnixSocket
     private var buffer = [UInt8](repeating: 0, count: AgentWireFormat.maximumInlineData)
 
-    init(_ descriptor: FileDescriptor, pieces: Bool) {
+    init(_ descriptor: FileDescriptor, pieces: Bool, connection: UnixSocket) {
         self.descriptor = descriptor
         self.pieces = pieces
+        self.connection = connection
     }
 
     /// The next piece; `nil` at the end.
     mutating func next() throws(DataProtectionError) -> Data? {
         guard pieces else {
             let count = try read(upTo: buffer.count)
+            if count == 0 && (try? connection.waitUntilReadable(milliseconds: 0)) != false {
+                // A waiting client sends nothing until answered: readable means it hung up.
+                throw DataProtectionError(.ioFailure, "The client went away before its content was stored: nothing was stored.")
+            }
             return count == 0 ? nil : Data(buffer[0..<count])
         }
         try readExactly(4)

@@ -38,9 +38,5 @@ public enum AgentSocketLocation {
                 "The agent's socket directory \(directory) is open to others (owner \(status.st_uid), mode \(String(status.st_mode & 0o777, radix: 8))).",
                 hint: "chmod 700 \(directory) (it must belong to you and be closed to everyone else).")
         }
-        guard socketPath.utf8.count <= UnixSocket.pathLimit else {
-            throw DataProtectionError(.invalidArgument, "The agent's socket path is longer than \(UnixSocket.pathLimit) bytes: \(socketPath).",
-                                      hint: "Set XDG_RUNTIME_DIR, or keep the device directory's path shorter.")
-        }
     }
 }
