@@ -98,6 +98,7 @@ let package = Package(
             name: "StoreBenchmarking",
             dependencies: [
                 "DataProtection",
+                "DataProtectionAgent",
                 "DataProtectionSQLite",
                 "SQLiteBridge",
                 "SodiumBridge",

@@ -23,6 +23,8 @@ package struct StoreBench: Sendable {
         package var directory: URL?
         /// The SQLite figures (`dpctl bench --sqlite`), or `nil` to skip them.
         package var sqlite: SQLiteWorkload?
+        /// The figures through an agent (`dpctl bench --agent`), or `nil` to skip them.
+        package var agent: AgentWorkload?
 
         /// The defaults: about 30 s on a 2-core machine.
         package init() {}
@@ -45,6 +47,11 @@ package struct StoreBench: Sendable {
         rows += try small()
         rows += try locking()
         if let sqlite = options.sqlite { rows += try sqliteRows(sqlite) }
+        if let agent = options.agent {
+            let scratch = try BenchScratch(in: options.directory)
+            defer { scratch.remove() }
+            rows += try agent.run(scratch, progress: progress)
+        }
         return BenchReport(rows: rows, options: options)
     }
 

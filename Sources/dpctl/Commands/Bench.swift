@@ -40,6 +40,10 @@ struct Bench: ParsableCommand {
     @Option(name: .customLong("sqlite-scale"), help: "Divide the SQLite row counts by this (for a quick look).")
     var sqliteScale = 1
 
+    @Flag(name: .customLong("agent"),
+          help: "Add the rows through an agent (served on a thread of this process, over its socket): put and get of --size, 4 KiB get and stat per second with 1 and 16 clients, each against the same work in process.")
+    var agent = false
+
     func validate() throws {
         guard size.bytes >= 1 << 14 else { throw ValidationError("--size must be at least 16KiB.") }
         guard sqliteScale >= 1, sqliteScale <= 1000 else { throw ValidationError("--sqlite-scale must be between 1 and 1000.") }
@@ -63,6 +67,7 @@ struct Bench: ParsableCommand {
                 workload.selects /= sqliteScale
                 options.sqlite = workload
             }
+            if agent { options.agent = AgentWorkload(size: size.bytes, rounds: rounds) }
             let quiet = quiet
             let bench = StoreBench(options: options) { line in
                 guard !quiet else { return }
