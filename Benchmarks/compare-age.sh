@@ -11,6 +11,9 @@
 # is durable on return (fsync of the file and its directory); age does not
 # fsync. dpctl get -o fsyncs its output (then renames it into place); age -o does
 # not: the third row has both write to /dev/null, which compares the decryption alone.
+# The last three rows do the same with an unlocked agent (`dpctl agent start`, one
+# unlock): no Argon2id per command, and the agent reads the input file and writes
+# the output descriptor itself (peak memory is then the client's).
 set -euo pipefail
 
 size_mib=1024
@@ -39,7 +42,7 @@ fi
 
 work="${dir:-$(mktemp -d "${TMPDIR:-/tmp}/dpctl-vs-age.XXXXXX")}"
 mkdir -p "$work"
-trap 'rm -rf "$work"' EXIT
+trap '"$dpctl" agent stop >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 export DPCTL_STORE="$work/store"
 export DPCTL_PASSCODE=1234
 
@@ -85,12 +88,38 @@ for round in $(seq 1 "$rounds"); do
     cmp -s "$work/input" "$work/out.age" || { echo "age round trip differs" >&2; exit 1; }
 done
 
+# The same through an unlocked agent.
+"$dpctl" agent start --auto-lock never >/dev/null
+"$dpctl" unlock >/dev/null
+for round in $(seq 1 "$rounds"); do
+    rm -f "$work/out.age" "$work/out.dp" "$work/input.age"
+    "$dpctl" rm big >/dev/null 2>&1 || true
+    if [ $((round % 2)) = 1 ]; then
+        run age_enc_2 age -r "$recipient" -o "$work/input.age" "$work/input"
+        run agent_put "$dpctl" put --quiet "$work/input" big
+        run age_dec_2 age -d -i "$work/key.txt" -o "$work/out.age" "$work/input.age"
+        run agent_get "$dpctl" get --quiet big -o "$work/out.dp"
+        run age_dec_null_2 age -d -i "$work/key.txt" "$work/input.age"
+        run agent_get_null "$dpctl" get --quiet big
+    else
+        run agent_put "$dpctl" put --quiet "$work/input" big
+        run age_enc_2 age -r "$recipient" -o "$work/input.age" "$work/input"
+        run agent_get "$dpctl" get --quiet big -o "$work/out.dp"
+        run age_dec_2 age -d -i "$work/key.txt" -o "$work/out.age" "$work/input.age"
+        run agent_get_null "$dpctl" get --quiet big
+        run age_dec_null_2 age -d -i "$work/key.txt" "$work/input.age"
+    fi
+    cmp -s "$work/input" "$work/out.dp" || { echo "dpctl (agent) round trip differs" >&2; exit 1; }
+done
+"$dpctl" agent stop >/dev/null
+
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 col() { awk -v c="$2" '{ print $c }' "$work/$1.times" | median; }
 
 echo "dpctl vs age, ${size_mib} MiB, ${rounds} alternating rounds, medians; store passcode: $([ "$passcode" = 1 ] && echo yes || echo no)"
 printf '%-22s %10s %10s %12s %14s %14s\n' "operation" "dpctl s" "age s" "age/dpctl" "dpctl peak MiB" "age peak MiB"
-for pair in "encrypt (put):dpctl_put:age_enc" "decrypt (get -o):dpctl_get:age_dec" "decrypt to /dev/null:dpctl_get_null:age_dec_null"; do
+for pair in "encrypt (put):dpctl_put:age_enc" "decrypt (get -o):dpctl_get:age_dec" "decrypt to /dev/null:dpctl_get_null:age_dec_null" \
+            "agent, put:agent_put:age_enc_2" "agent, get -o:agent_get:age_dec_2" "agent, get >/dev/null:agent_get_null:age_dec_null_2"; do
     IFS=: read -r label ours theirs <<<"$pair"
     d="$(col "$ours" 1)"; a="$(col "$theirs" 1)"
     dm="$(col "$ours" 2)"; am="$(col "$theirs" 2)"
