@@ -46,9 +46,19 @@ extension ProtectedFileSystem {
         try write(to: path, protection: protection, exclusive: false, from: next)
     }
 
-    /// A handle for reading.
-    public func openFile(forReadingAtPath path: String) throws(DataProtectionError) -> FileHandle {
+    /// A handle for reading (Foundation's `FileHandle(forReadingAtPath:)`).
+    public func fileHandle(forReadingAtPath path: String) throws(DataProtectionError) -> FileHandle {
         try openFile(atPath: path, mode: .read, create: false, protection: nil)
+    }
+
+    /// A handle for writing, at offset 0, without truncating.
+    public func fileHandle(forWritingAtPath path: String) throws(DataProtectionError) -> FileHandle {
+        try openFile(atPath: path, mode: .write, create: false, protection: nil)
+    }
+
+    /// A handle for reading and writing.
+    public func fileHandle(forUpdatingAtPath path: String) throws(DataProtectionError) -> FileHandle {
+        try openFile(atPath: path, mode: .update, create: false, protection: nil)
     }
 }
 

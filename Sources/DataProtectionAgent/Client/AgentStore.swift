@@ -193,21 +193,6 @@ public final class AgentStore: ProtectedFileSystem {
         return AgentFileHandle(connection: connection, identifier: identifier, mode: mode)
     }
 
-    /// A handle for reading (Foundation's `FileHandle(forReadingAtPath:)`).
-    public func fileHandle(forReadingAtPath path: String) throws(DataProtectionError) -> AgentFileHandle {
-        try openFile(atPath: path, mode: .read)
-    }
-
-    /// A handle for writing, at offset 0, without truncating.
-    public func fileHandle(forWritingAtPath path: String) throws(DataProtectionError) -> AgentFileHandle {
-        try openFile(atPath: path, mode: .write)
-    }
-
-    /// A handle for reading and writing.
-    public func fileHandle(forUpdatingAtPath path: String) throws(DataProtectionError) -> AgentFileHandle {
-        try openFile(atPath: path, mode: .update)
-    }
-
     // MARK: - Plumbing
 
     private func empty(_ request: AgentRequest) throws(DataProtectionError) {

@@ -46,11 +46,7 @@ final class AgentSession {
                     throw AgentProtocolViolation("a descriptor with an operation that takes none")
                 }
                 if request.countsAsActivity { server.noteActivity() }
-                if case .watch = request {
-                    respond(.ok([]))
-                    watch()
-                    return
-                }
+                if case .watch = request { return watch() }
                 let response: AgentResponse
                 do {
                     response = try perform(request, descriptor: descriptor)
@@ -114,6 +110,8 @@ final class AgentSession {
             queue.push(AgentEvent(notification: notification, date: Date()))
         }
         defer { observation.cancel() }
+        // Watching before the answer: nothing posted after the client hears `ok` is missed.
+        guard respond(.ok([])) else { return }
         while true {
             for event in queue.take(waitingUpTo: 0.2) {
                 guard respond(.event(event)) else { return }

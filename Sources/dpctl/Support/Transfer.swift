@@ -15,7 +15,7 @@ struct Transfer {
         guard attributes.type == .file else { throw DataProtectionError(.isADirectory, "\(path) is a directory.") }
         if let agent = session.agent { return try run(through: agent, to: output) }
         try session.unlock(for: attributes.protectionClass ?? .default)
-        let handle = try session.store.openFile(forReadingAtPath: path)
+        let handle = try session.store.fileHandle(forReadingAtPath: path)
         defer { try? handle.close() }
         let bar = ProgressBar(total: attributes.size, quiet: quiet)
         defer { bar.finish() }

@@ -251,18 +251,6 @@ extension ProtectedStore {
         }
     }
 
-    /// A handle for reading (Foundation's `FileHandle(forReadingAtPath:)`).
-    public func fileHandle(forReadingAtPath path: String) throws(DataProtectionError) -> ProtectedFileHandle {
-        try openFile(atPath: path, mode: .read)
-    }
-
-    /// A handle for writing, at offset 0, without truncating.
-    public func fileHandle(forWritingAtPath path: String) throws(DataProtectionError) -> ProtectedFileHandle {
-        try openFile(atPath: path, mode: .write)
-    }
-
-    /// A handle for reading and writing.
-    public func fileHandle(forUpdatingAtPath path: String) throws(DataProtectionError) -> ProtectedFileHandle {
-        try openFile(atPath: path, mode: .update)
-    }
+    // `fileHandle(forReadingAtPath:)`, `…forWritingAtPath:` and `…forUpdatingAtPath:` come
+    // from ProtectedFileSystem, for this store and an agent's alike.
 }
