@@ -155,6 +155,25 @@ struct AgentClientTests {
         }
     }
 
+    @Test("chunks and lines stream through the agent's handles, and stop once the agent locks")
+    func streaming() async throws {
+        let fixture = try AgentFixture()
+        defer { fixture.tearDown() }
+        let client = try fixture.client()
+        try client.device.unlock(passcode: "1234")
+        let text = (0..<5000).map { "line \($0)" }.joined(separator: "\r\n")
+        try client.write(Data(text.utf8), to: "log", protection: .complete, options: [])
+        var lines: [String] = []
+        for try await line in client.lines(atPath: "log") { lines.append(line) }
+        #expect(lines.count == 5000 && lines.last == "line 4999" && lines.first == "line 0")
+        var total = 0
+        var pieces = client.chunks(atPath: "log", chunkSize: 10_000).makeAsyncIterator()
+        total += try await pieces.next()?.count ?? 0
+        fixture.device.lock()
+        await #expect(throws: DataProtectionError.self) { _ = try await pieces.next() }
+        #expect(total == 10_000)
+    }
+
     @Test("the same code runs on the in-process store and on the agent (ProtectedFileSystem)")
     func sharedSurface() throws {
         func exercise(_ store: some ProtectedFileSystem) throws -> Data {

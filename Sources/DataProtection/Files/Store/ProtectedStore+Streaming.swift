@@ -1,13 +1,13 @@
 import Dispatch
 import Foundation
 
-extension ProtectedStore {
+extension ProtectedFileSystem {
     /// The contents of the file at `path` as an asynchronous sequence of pieces of
     /// up to `chunkSize` bytes, read with constant memory whatever the file's size.
     ///
     /// The file is opened at the first `next()`; every piece is read (and its class
     /// key checked) when it is asked for, so a `complete` file stops yielding once
-    /// the device locks.
+    /// the device locks (in this process, or in the agent).
     public func chunks(atPath path: String, chunkSize: Int = 1 << 20) -> ProtectedChunks {
         ProtectedChunks(store: self, path: path, chunkSize: max(1, chunkSize))
     }
@@ -18,7 +18,9 @@ extension ProtectedStore {
     public func lines(atPath path: String) -> ProtectedLines {
         ProtectedLines(chunks: chunks(atPath: path, chunkSize: 64 * 1024))
     }
+}
 
+extension ProtectedStore {
     /// Writes the file at `path` from an asynchronous sequence of pieces, with
     /// constant memory; atomic, with the rules of ``write(_:to:protection:options:)``.
     public func write<S: AsyncSequence>(
@@ -32,10 +34,10 @@ extension ProtectedStore {
     }
 }
 
-/// The pieces of a protected file, as an `AsyncSequence` (see ``ProtectedStore/chunks(atPath:chunkSize:)``).
+/// The pieces of a protected file, as an `AsyncSequence` (see ``ProtectedFileSystem/chunks(atPath:chunkSize:)``).
 public struct ProtectedChunks: AsyncSequence, Sendable {
     public typealias Element = Data
-    let store: ProtectedStore
+    let store: any ProtectedFileSystem
     let path: String
     let chunkSize: Int
 
@@ -45,10 +47,10 @@ public struct ProtectedChunks: AsyncSequence, Sendable {
 
     /// Reads the next piece on demand.
     public struct Iterator: AsyncIteratorProtocol {
-        let store: ProtectedStore
+        let store: any ProtectedFileSystem
         let path: String
         let chunkSize: Int
-        var handle: ProtectedFileHandle?
+        var handle: (any ProtectedFileHandling)?
         var finished = false
 
         public mutating func next() async throws -> Data? {
@@ -73,7 +75,7 @@ public struct ProtectedChunks: AsyncSequence, Sendable {
     }
 }
 
-/// The lines of a protected file, as an `AsyncSequence` (see ``ProtectedStore/lines(atPath:)``).
+/// The lines of a protected file, as an `AsyncSequence` (see ``ProtectedFileSystem/lines(atPath:)``).
 public struct ProtectedLines: AsyncSequence, Sendable {
     public typealias Element = String
     let chunks: ProtectedChunks
