@@ -173,7 +173,11 @@ extension Device {
             throw .integrity("The keybag's class keys do not unwrap without a passcode: it is corrupt.")
         }
         let fingerprint = hierarchy.passcodeFingerprint(wrappingKey.map { .derivedKey($0) } ?? .passcode(passcode))
-        if let previous = record.lastFailedFingerprint, ConstantTime.equals(previous, fingerprint) {
+        if let previous = record.lastFailedFingerprint,
+           ConstantTime.equals(previous, fingerprint)
+            // The previous wrong attempt may predate the passcode (set since, with a salt of its
+            // own): it was fingerprinted as FP'(P) then. Compared, never stored (key-hierarchy.md §8.5).
+            || (wrappingKey != nil && ConstantTime.equals(previous, hierarchy.passcodeFingerprint(.passcode(passcode)))) {
             try storeAttempts(record)
             throw DataProtectionError(.incorrectPasscode, "Incorrect passcode (a repeat of the previous attempt: not counted again).")
         }
