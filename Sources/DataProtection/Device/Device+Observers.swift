@@ -1,7 +1,8 @@
 import Foundation
 import SodiumBridge
 
-/// A registration of a synchronous observer; cancel it (or let it go) to stop observing.
+/// A registration of a synchronous observer. The observer stays registered until
+/// ``cancel()``, whether or not the token is kept (as with `NotificationCenter`).
 public final class DeviceObservation: Sendable {
     private let onCancel: Locked<(@Sendable () -> Void)?>
 
@@ -9,15 +10,13 @@ public final class DeviceObservation: Sendable {
         self.onCancel = Locked(onCancel)
     }
 
-    /// Stops the observation.
+    /// Stops the observation (once; later calls do nothing).
     public func cancel() {
         onCancel.withLock { action in
             action?()
             action = nil
         }
     }
-
-    deinit { cancel() }
 }
 
 /// Observes the device's key lifecycle: what the store needs to flush and
@@ -51,8 +50,11 @@ struct WeakLifecycleObserver: Sendable {
 
 extension Device {
     /// Calls `handler` synchronously, on the thread that changes the state, for
-    /// every notification. ``DeviceNotification/protectedDataWillBecomeUnavailable``
+    /// every notification, until the returned token's ``DeviceObservation/cancel()``
+    /// (dropping the token does not stop it: `_ = device.addObserver { … }` observes for
+    /// the device's lifetime). ``DeviceNotification/protectedDataWillBecomeUnavailable``
     /// handlers run before any key is discarded, so they can still save protected data.
+    @discardableResult
     public func addObserver(_ handler: @escaping @Sendable (DeviceNotification) -> Void) -> DeviceObservation {
         let id = subscribers.withLock { subscribers in
             let id = subscribers.nextIdentifier()

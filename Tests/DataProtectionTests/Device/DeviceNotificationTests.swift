@@ -116,6 +116,18 @@ struct DeviceNotificationTests {
         }
     }
 
+    @Test("an observer whose token is dropped keeps observing until cancel (as with NotificationCenter)")
+    func droppedTokenKeepsObserving() throws {
+        try withDevice(passcode: "1234") { fixture in
+            let seen = Locked<[DeviceNotification]>([])
+            _ = fixture.device.addObserver { note in seen.withLock { $0.append(note) } }
+            fixture.device.addObserver { _ in seen.withLock { $0.append(.protectedDataDidBecomeAvailable) } }.cancel()
+            fixture.device.lock()
+            try fixture.device.unlock(passcode: "1234")
+            #expect(seen.withLock { $0 } == [.protectedDataWillBecomeUnavailable, .protectedDataDidBecomeAvailable])
+        }
+    }
+
     @Test("synchronous observers run in registration order")
     func registrationOrder() throws {
         try withDevice(passcode: "1234") { fixture in
