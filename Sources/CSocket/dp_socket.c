@@ -61,20 +61,24 @@ int dp_socket_listen(const char *path, int backlog) {
         if (directory >= 0) close(directory);
         return -error;
     }
-    // The socket file is created 0600 whatever the umask: only its user may connect.
-    mode_t saved = umask(0177);
     status = bind(fd, (struct sockaddr *)&address, sizeof(address));
-    int bindError = errno;
-    umask(saved);
+    int error = errno;
+    // Then mode 0600 whatever the umask: only its user may connect. (Not by changing the
+    // umask around bind: it is process-wide, and other threads create files meanwhile.)
+    if (status == 0 && chmod(address.sun_path, 0600) < 0) {
+        error = errno;
+        unlink(address.sun_path);
+        status = -1;
+    }
     if (directory >= 0) close(directory);
     if (status < 0) {
         close(fd);
-        return -bindError;
+        return -error;
     }
     if (listen(fd, backlog) < 0) {
-        int error = errno;
+        int listenError = errno;
         close(fd);
-        return -error;
+        return -listenError;
     }
     return fd;
 }

@@ -97,4 +97,35 @@ struct AgentSecurityTests {
             _ = try AgentServer(store: store, socketPath: root.appendingPathComponent("agent.sock").path)
         }
     }
+
+    @Test("starting an agent never changes the process's umask (other threads create files meanwhile)")
+    func umaskUntouched() throws {
+        // The socket used to be bound under umask 0177: for that instant, every directory another
+        // thread created came out 0600 (the CI run that found it: a store root without its x bit).
+        let root = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("dpagent-umask-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let store = try ProtectedStore(creatingAt: root.appendingPathComponent("store"), passcode: "1234",
+                                       configuration: DeviceConfiguration(passcodeCost: .minimal))
+        let stop = Locked(false)
+        let seen = Locked(Set<String>())
+        let watcher = Thread {
+            while !stop.withLock({ $0 }) {
+                let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+                if let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Umask:") }) {
+                    seen.withLock { _ = $0.insert(String(line.split(separator: "\t").last ?? "")) }
+                }
+            }
+        }
+        watcher.start()
+        for index in 0..<200 {
+            let socket = root.appendingPathComponent("run/\(index).sock").path
+            let server = try AgentServer(store: store, socketPath: socket)
+            withExtendedLifetime(server) {}
+            unlink(socket)
+        }
+        stop.withLock { $0 = true }
+        Thread.sleep(forTimeInterval: 0.05)
+        #expect(seen.withLock { $0.count } == 1, "the umask changed while agents started: \(seen.withLock { $0 })")
+    }
 }

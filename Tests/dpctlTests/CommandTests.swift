@@ -220,6 +220,13 @@ struct CommandTests {
         #expect(try fixture.run(["mv", "d/copy", "moved"], passcode: nil).status == 0)
         #expect(try fixture.run(["mv", "moved", "f"], passcode: nil).status == 15)
         #expect(try fixture.run(["mv", "nope", "z"], passcode: nil).status == 14)
+        // As mv(1): an existing directory, or a trailing `/`, means "inside it".
+        #expect(try fixture.run(["mv", "moved", "x"], passcode: nil).status == 0)
+        #expect(try fixture.run(["stat", "x/moved"], passcode: nil).status == 0)
+        #expect(try fixture.run(["mv", "x/moved", "x/y/"], passcode: nil).status == 0)
+        #expect(try fixture.run(["cat", "x/y/moved"]).standardOutput == "payload")
+        #expect(try fixture.run(["mv", "x/y/moved", "nowhere/"], passcode: nil).status == 14)
+        #expect(try fixture.run(["mv", "x/y/moved", "moved"], passcode: nil).status == 0)
 
         let notEmpty = try fixture.run(["rm", "d"], passcode: nil)
         #expect(notEmpty.status == 18)

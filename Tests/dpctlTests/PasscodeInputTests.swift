@@ -57,4 +57,19 @@ struct PasscodeInputTests {
         #expect(result.standardError.contains("hint: Set DPCTL_PASSCODE"))
         #expect(try Self.failedAttempts(fixture) == 0)
     }
+
+    @Test("hints name the option that acts: --new-passcode-file for the new passcode, --no-passcode at init")
+    func hintsNameTheRightOption() throws {
+        let fixture = try StoreFixture()
+        let initialize = try fixture.run(["init"], passcode: nil)
+        #expect(initialize.status == 10)
+        #expect(initialize.standardError.contains("or pass --no-passcode for a store without one"))
+        try fixture.initialize()
+        let change = try fixture.run(["passcode", "change"], passcode: "1234")
+        #expect(change.status == 10)
+        #expect(change.standardError.contains("Set DPCTL_NEW_PASSCODE or pass --new-passcode-file <file>."))
+        let empty = try fixture.passcodeFile("empty", Data("\n".utf8))
+        let set = try fixture.run(["passcode", "change", "--new-passcode-file", empty.path], passcode: "1234")
+        #expect(!set.standardError.contains("removePasscode(_:) to go"))
+    }
 }

@@ -50,7 +50,7 @@ extension Device {
     /// A new passcode in secure memory: non-empty, no NUL.
     static func validated(_ passcode: String) throws(DataProtectionError) -> SecureBytes {
         guard !passcode.isEmpty else {
-            throw .invalidArgument("The new passcode is empty.", hint: "Use removePasscode(_:) to go without a passcode.")
+            throw .invalidArgument("The new passcode is empty.", hint: "To go without a passcode, remove it instead (`dpctl passcode remove`, or Device.removePasscode(_:)).")
         }
         guard !passcode.utf8.contains(0) else { throw .invalidArgument("The new passcode contains a NUL character.") }
         return SecureBytes(copyingUTF8: passcode)

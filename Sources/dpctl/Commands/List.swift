@@ -14,7 +14,7 @@ struct List: ParsableCommand {
     @Flag(name: [.customShort("l"), .customLong("long")], help: "Show type, class and size.")
     var long = false
 
-    @Argument(help: ArgumentHelp("The directory (default: the store root).", valueName: "path"))
+    @Argument(help: ArgumentHelp("The directory.", valueName: "path"))
     var path: String = "/"
 
     struct Report: Encodable {

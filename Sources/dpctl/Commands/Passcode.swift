@@ -17,7 +17,8 @@ struct PasscodeCommand: ParsableCommand {
         var newPasscodeFile: String?
 
         func read() throws(DataProtectionError) -> String {
-            try Passcode.obtain(file: newPasscodeFile, variable: "DPCTL_NEW_PASSCODE", prompt: "New passcode: ", confirm: true)
+            try Passcode.obtain(file: newPasscodeFile, variable: "DPCTL_NEW_PASSCODE", option: "--new-passcode-file",
+                                prompt: "New passcode: ", confirm: true)
         }
     }
 

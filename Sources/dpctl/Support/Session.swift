@@ -189,13 +189,16 @@ enum Passcode {
     static let fileLimit = 4096
 
     /// The passcode from `file`, else env `variable` (an empty value counts as not given), else
-    /// the terminal when standard input is one.
-    static func obtain(file: String?, variable: String = "DPCTL_PASSCODE", prompt: String, confirm: Bool = false) throws(DataProtectionError) -> String {
+    /// the terminal when standard input is one; the hint names `option` (and `alternative`).
+    static func obtain(
+        file: String?, variable: String = "DPCTL_PASSCODE", option: String = "--passcode-file", prompt: String, confirm: Bool = false,
+        alternative: String? = nil
+    ) throws(DataProtectionError) -> String {
         if let file { return try contents(ofFile: file) }
         if let value = ProcessInfo.processInfo.environment[variable], !value.isEmpty { return value }
         guard isatty(STDIN_FILENO) == 1 else {
             throw DataProtectionError(.protectedDataUnavailable, "A passcode is needed, and standard input is not a terminal to ask for it.",
-                                      hint: "Set \(variable) or pass --passcode-file <file>.")
+                                      hint: "Set \(variable) or pass \(option) <file>" + (alternative.map { ", or \($0)." } ?? "."))
         }
         let first = try promptNoEcho(prompt)
         if confirm {
