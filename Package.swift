@@ -79,6 +79,7 @@ let package = Package(
             name: "DataProtection",
             dependencies: [
                 "SodiumBridge",
+                "SocketBridge",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -110,7 +111,6 @@ let package = Package(
             dependencies: [
                 "DataProtection",
                 "DataProtectionAgent",
-                "SocketBridge",
                 "DataProtectionScenarios",
                 "DataProtectionSQLite",
                 "SodiumBridge",

@@ -14,6 +14,16 @@ struct DPCtl: ParsableCommand {
         #endif
         // A reader that goes away (`dpctl cat big | head`) is a write error (EPIPE) to end on quietly, not a signal.
         signal(SIGPIPE, SIG_IGN)
+        // Before any key or plaintext is touched: no core dump, no ptrace or /proc/<pid>/mem for this
+        // user's other processes. Not for `bench`, whose peak-memory row resets the process's own
+        // /proc counters (which a non-dumpable process of an ordinary user may not write).
+        if CommandLine.arguments.dropFirst().first != "bench" {
+            do {
+                try ProcessProtection.makeNonDumpable()
+            } catch {
+                FileHandle.standardError.write("dpctl: warning: \(error.message)\n")
+            }
+        }
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = .warning

@@ -3,7 +3,6 @@ import DataProtection
 import DataProtectionAgent
 import Dispatch
 import Foundation
-import SocketBridge
 
 /// `dpctl agent start|stop`: a long-lived owner of the store that every dpctl command
 /// then talks to (unlock once, work, lock).
@@ -58,11 +57,8 @@ struct AgentCommand: ParsableCommand {
         /// Runs the agent in this process until it is stopped.
         private func serve(_ location: StoreLocation) throws {
             if detachedChild { _ = setsid() }
-            do {
-                try ProcessHardening.makeNonDumpable()
-            } catch {
-                throw DataProtectionError(.ioFailure, "Cannot make the agent non-dumpable: \(error).")
-            }
+            // `main` tried already; for the agent, which holds keys for hours, it is not optional.
+            try ProcessProtection.makeNonDumpable()
             var configuration = DeviceConfiguration()
             configuration.gracePeriod = grace.duration
             let session = try Session(owning: storeOptions, configuration: configuration)
