@@ -60,7 +60,7 @@ let package = Package(
         .target(
             name: "DataProtectionAgent",
             dependencies: [
-                "DataProtection", "SocketBridge", "SodiumBridge",
+                "DataProtection", "DataProtectionSQLite", "SQLiteBridge", "SocketBridge", "SodiumBridge",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
             ]

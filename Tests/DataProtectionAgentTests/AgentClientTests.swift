@@ -174,6 +174,34 @@ struct AgentClientTests {
         #expect(total == 10_000)
     }
 
+    @Test("SQL runs in the agent: every value type comes back, errors keep their codes")
+    func sql() throws {
+        try withAgent { agent in
+            let client = try agent.client()
+            try client.device.unlock(passcode: "1234")
+            let rows = try client.executeSQL("""
+                create table t(i integer, r real, s text, b blob, n);
+                insert into t values (42, 0.5, 'é', x'00ff', NULL);
+                select * from t; select count(*) as c from t
+                """, inDatabaseAtPath: "db/app.sqlite", create: true, protection: .complete)
+            #expect(rows.count == 2)
+            #expect(rows[0].values == [.integer(42), .real(0.5), .text("é"), .blob(Data([0, 255])), .null])
+            #expect(rows[0].columns == ["i", "r", "s", "b", "n"])
+            #expect(rows[0].texts[1] == "0.5")
+            #expect(rows[1].columns == ["c"] && rows[1].values == [.integer(1)])
+            #expect(try agent.store.attributesOfItem(atPath: "db/app.sqlite").protectionClass == .complete)
+            do {
+                _ = try client.executeSQL("insert into missing values (1)", inDatabaseAtPath: "db/app.sqlite")
+                Issue.record("no error")
+            } catch let error as DataProtectionError {
+                #expect(error.code == .sqliteError && error.sqliteCode == 1)
+            }
+            agent.device.lock()
+            expectCode(.protectedDataUnavailable) { _ = try client.executeSQL("select 1 from t", inDatabaseAtPath: "db/app.sqlite") }
+            expectCode(.fileNotFound) { _ = try client.executeSQL("select 1", inDatabaseAtPath: "nope") }
+        }
+    }
+
     @Test("the same code runs on the in-process store and on the agent (ProtectedFileSystem)")
     func sharedSurface() throws {
         func exercise(_ store: some ProtectedFileSystem) throws -> Data {

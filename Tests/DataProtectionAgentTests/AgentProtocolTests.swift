@@ -1,4 +1,5 @@
 import DataProtection
+import DataProtectionSQLite
 @testable import DataProtectionAgent
 import DataProtectionFuzzing
 import Foundation
@@ -98,8 +99,13 @@ struct AgentProtocolTests {
         }
     }
 
-    @Test("status and attribute replies survive a round trip")
+    @Test("status, attribute and SQL replies survive a round trip")
     func replies() throws {
+        let rows = [SQLiteRow(values: [.integer(-1), .real(1e20), .text("ü"), .blob(Data([1, 2])), .null],
+                              texts: ["-1", "1.0e+20", "ü", nil, nil], columns: ["a", "b", "c", "d", "e"])]
+        #expect(try AgentSQLRows.decode(AgentSQLRows.encode(rows)) == rows)
+        #expect(try AgentRequest.decode(AgentRequest.sql(path: "db", create: true, protection: nil, statements: "select 1").encoded())
+                == .sql(path: "db", create: true, protection: nil, statements: "select 1"))
         let status = AgentStatus(state: .locked, passcodeSet: true, failedPasscodeAttempts: 3, nextAttemptAllowedIn: .seconds(60),
                                  autoLock: .seconds(300), autoLockIn: nil, keyDiscardIn: .milliseconds(9_500),
                                  availableClasses: [.completeUntilFirstUserAuthentication, .none], agentProcessIdentifier: 4242)

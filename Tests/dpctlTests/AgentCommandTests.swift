@@ -133,7 +133,7 @@ struct AgentCommandTests {
         #expect(lines.allSatisfy { $0.first?.isNumber == true })  // an ISO 8601 time first
     }
 
-    @Test("without an agent: lock and watch say to start one; agent stop finds none; sql through an agent is refused")
+    @Test("without an agent: lock and watch say to start one; agent stop finds none; a second agent start is storeBusy")
     func withoutAgent() throws {
         let fixture = try StoreFixture()
         try fixture.initialize()
@@ -145,12 +145,30 @@ struct AgentCommandTests {
         #expect(try fixture.run(["agent", "stop"], passcode: nil).status == 14)
         let agent = try AgentFixture()
         defer { agent.stop() }
-        let sql = try agent.run(["sql", "db", "--create", "select 1"])
-        #expect(sql.status == 25)
-        #expect(sql.standardError.contains("agent stop"))
         let second = try agent.run(["agent", "start"])
         #expect(second.status == 25)
         #expect(second.standardError.contains("pid \(agent.pid)"))
+    }
+
+    @Test("dpctl sql runs in the agent: no passcode while unlocked, exit 10 once a complete database is locked")
+    func sqlThroughTheAgent() throws {
+        let agent = try AgentFixture()
+        defer { agent.stop() }
+        #expect(try agent.run(["unlock"], passcode: "1234").status == 0)
+        let created = try agent.run(["sql", "db", "--create", "--class", "complete",
+                                     "create table t(x); insert into t values (1), (2.5), ('a'), (NULL), (1e20); select * from t"])
+        #expect(created.status == 0, "\(created.standardError)")
+        #expect(created.standardOutput == "1\n2.5\na\n\n1.0e+20\n")
+        let json = try agent.run(["sql", "db", "--json", "select x from t where x = 'a'"])
+        #expect(json.standardOutput.contains("\"x\" : \"a\""))
+        let broken = try agent.run(["sql", "db", "select nope from t"])
+        #expect(broken.status == 26)
+        #expect(try agent.run(["stat", "--json", "db"]).standardOutput.contains("\"protectionClass\" : \"complete\""))
+        #expect(try agent.run(["lock"]).status == 0)
+        let locked = try agent.run(["sql", "db", "select count(*) from t"])
+        #expect(locked.status == 10)
+        #expect(try agent.run(["unlock"], passcode: "1234").status == 0)
+        #expect(try agent.run(["sql", "db", "select count(*) from t"]).standardOutput == "5\n")
     }
 
     @Test("the agent cannot be read through /proc/<pid>/mem by a process of its own user",

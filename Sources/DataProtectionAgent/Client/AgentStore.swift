@@ -1,4 +1,5 @@
 import DataProtection
+import DataProtectionSQLite
 import Foundation
 import SocketBridge
 import SystemPackage
@@ -191,6 +192,21 @@ public final class AgentStore: ProtectedFileSystem {
         throws(DataProtectionError) -> AgentFileHandle {
         let identifier = try Self.decode(try connection.call(.open(path: path, mode: mode, create: create, protection: protection)), AgentReply.u32)
         return AgentFileHandle(connection: connection, identifier: identifier, mode: mode)
+    }
+
+    // MARK: - Databases
+
+    /// Runs `sql` (one or more statements) on the protected database at `path`, inside the
+    /// agent, and returns the rows every statement returned (as `ProtectedDatabase.execute`
+    /// with a row handler would). The database is opened and closed for the call.
+    ///
+    /// - Parameters:
+    ///   - create: create the database when missing (with `protection`, else its directory's class).
+    /// - Throws: as `ProtectedDatabase` (`protectedDataUnavailable` once the agent's device has
+    ///   discarded the class key, `sqliteError`); `invalidArgument` when the rows exceed 1 MiB.
+    public func executeSQL(_ sql: String, inDatabaseAtPath path: String, create: Bool = false, protection: ProtectionClass? = nil)
+        throws(DataProtectionError) -> [SQLiteRow] {
+        try Self.decode(try connection.call(.sql(path: path, create: create, protection: protection, statements: sql)), AgentSQLRows.decode)
     }
 
     // MARK: - Plumbing

@@ -36,6 +36,7 @@ public enum AgentRequest: Sendable, Hashable {
     case removePasscode(String)
     case erase
     case stop
+    case sql(path: String, create: Bool, protection: ProtectionClass?, statements: String)
 
     /// The operation code (the frame's first byte).
     public var operation: UInt8 {
@@ -69,6 +70,7 @@ public enum AgentRequest: Sendable, Hashable {
         case .removePasscode: 27
         case .erase: 28
         case .stop: 29
+        case .sql: 30
         }
     }
 
@@ -155,6 +157,11 @@ public enum AgentRequest: Sendable, Hashable {
         case .changePasscode(let old, let new):
             writer.string(old)
             writer.string(new)
+        case .sql(let path, let create, let protection, let statements):
+            writer.string(path)
+            writer.bool(create)
+            writer.protectionClass(protection)
+            writer.data(Array(statements.utf8))
         }
         return writer.bytes
     }
@@ -209,6 +216,12 @@ public enum AgentRequest: Sendable, Hashable {
         case 27: request = .removePasscode(try reader.string())
         case 28: request = .erase
         case 29: request = .stop
+        case 30:
+            let (path, create, protection) = (try reader.string(), try reader.bool(), try reader.protectionClass())
+            guard let statements = String(validating: try reader.data(), as: UTF8.self) else {
+                throw AgentProtocolViolation("SQL that is not UTF-8")
+            }
+            request = .sql(path: path, create: create, protection: protection, statements: statements)
         default: throw AgentProtocolViolation("unknown operation \(operation)")
         }
         try reader.finish()

@@ -1,4 +1,5 @@
 import DataProtection
+import DataProtectionSQLite
 import Foundation
 import SocketBridge
 import SystemPackage
@@ -31,6 +32,8 @@ extension AgentSession {
         case .erase:
             try device.erase()
             return .ok([])
+        case .sql(let path, let create, let protection, let statements):
+            return .ok(try runSQL(statements, inDatabaseAtPath: path, create: create, protection: protection))
         case .readFile(let path):
             guard let descriptor else {
                 let attributes = try store.attributesOfItem(atPath: path)
@@ -114,6 +117,25 @@ extension AgentSession {
             try handle.close()
             return .ok([])
         }
+    }
+
+    /// Runs `statements` on the database at `path` in the agent's store; their rows must fit in one answer.
+    private func runSQL(_ statements: String, inDatabaseAtPath path: String, create: Bool, protection: ProtectionClass?)
+        throws(DataProtectionError) -> [UInt8] {
+        let database = try ProtectedDatabase(atPath: path, in: store, create: create, protection: protection)
+        defer { database.close() }
+        var rows: [SQLiteRow] = []
+        var size = 0
+        try database.execute(statements) { row in
+            size += row.values.count * 16 + row.listModeText.count * 2
+            if size <= AgentWireFormat.maximumInlineData { rows.append(row) }
+        }
+        let body = AgentSQLRows.encode(rows)
+        guard size <= AgentWireFormat.maximumInlineData, body.count < AgentWireFormat.maximumFrameLength else {
+            throw DataProtectionError(.invalidArgument, "The statements ran, but their rows do not fit in one answer of the agent (1 MiB).",
+                                      hint: "Narrow the query (LIMIT, fewer columns), or stop the agent and run it in one process.")
+        }
+        return body
     }
 
     private func handle(_ identifier: UInt32) throws(DataProtectionError) -> ProtectedFileHandle {

@@ -34,26 +34,36 @@ struct SQL: ParsableCommand {
     func run() throws {
         try reporting {
             let session = try Session(storeOptions)
-            guard let store = session.local else {
-                throw DataProtectionError(
-                    .storeBusy, "The store is served by its agent (pid \(session.agent?.agentProcessIdentifier ?? 0)); `dpctl sql` does not go through the agent yet.",
-                    hint: "Stop the agent (`dpctl agent stop`) for the query, then start it again.")
-            }
+            let store = session.store
             let exists = store.fileExists(atPath: path)
             guard exists || create else {
                 throw DataProtectionError(.fileNotFound, "No database at \(path).", hint: "Pass --create to make one.")
             }
-            let effective = exists
-                ? try store.attributesOfItem(atPath: path).protectionClass ?? .default
-                : session.effectiveClass(forNewFileAt: path, given: protectionClass)
-            // Creating a completeUnlessOpen database needs no passcode, opening one does.
-            if exists || effective != .completeUnlessOpen { try session.unlock(for: effective) }
             let sql = try statements ?? Self.readStandardInput()
-            let database = try ProtectedDatabase(atPath: path, in: store, create: create, protection: protectionClass)
-            defer { database.close() }
+            // Rows as they come: from a database opened here, or all at once from the agent.
+            let produce: (_ forEachRow: (SQLiteRow) -> Void) throws(DataProtectionError) -> Void
+            var database: ProtectedDatabase?
+            defer { database?.close() }
+            if let agent = session.agent {
+                produce = { forEachRow throws(DataProtectionError) in
+                    for row in try agent.executeSQL(sql, inDatabaseAtPath: path, create: create, protection: protectionClass) { forEachRow(row) }
+                }
+            } else {
+                let local = session.local!
+                let effective = exists
+                    ? try store.attributesOfItem(atPath: path).protectionClass ?? .default
+                    : session.effectiveClass(forNewFileAt: path, given: protectionClass)
+                // Creating a completeUnlessOpen database needs no passcode, opening one does.
+                if exists || effective != .completeUnlessOpen { try session.unlock(for: effective) }
+                let opened = try ProtectedDatabase(atPath: path, in: local, create: create, protection: protectionClass)
+                database = opened
+                produce = { forEachRow throws(DataProtectionError) in
+                    try withoutActuallyEscaping(forEachRow) { each throws(DataProtectionError) in try opened.execute(sql, forEachRow: each) }
+                }
+            }
             if output.json {
                 var rows: [[String: JSONValue]] = []
-                try database.execute(sql) { row in
+                try produce { row in
                     var object: [String: JSONValue] = [:]
                     for (index, value) in row.values.enumerated() { object[row.columns[index]] = JSONValue(value) }
                     rows.append(object)
@@ -63,7 +73,7 @@ struct SQL: ParsableCommand {
             let standardOutput = PipelinedOutput(.standardOutput, describe: "standard output")
             var text = Data()
             var outputError: (any Error)?
-            try database.execute(sql) { row in
+            try produce { row in
                 guard outputError == nil else { return }
                 text.append(row.listModeText)
                 text.append(0x0A)
