@@ -11,10 +11,10 @@ extension DatabaseQueue {
     /// with `SQLITE_IOERR_AUTH`, which ``DataProtection/DataProtectionError/init(grdb:)``
     /// turns into `protectedDataUnavailable`; after unlock the queue works again.
     public convenience init(
-        protectedAtPath path: String, in store: ProtectedStore, protection: ProtectionClass? = nil,
+        protectedAtPath path: String, in store: ProtectedStore, protection protectionChoice: ProtectionChoice = .inherited,
         configuration: Configuration = Configuration()
     ) throws {
-        try self.init(path: ProtectedDatabase.uri(forPath: path, in: store, protection: protection), configuration: configuration)
+        try self.init(path: ProtectedDatabase.uri(forPath: path, in: store, protection: protectionChoice), configuration: configuration)
     }
 }
 
@@ -24,10 +24,10 @@ extension DatabasePool {
     /// directory's class). The WAL is a protected file of the same class; its index is
     /// process memory, never a file.
     public convenience init(
-        protectedAtPath path: String, in store: ProtectedStore, protection: ProtectionClass? = nil,
+        protectedAtPath path: String, in store: ProtectedStore, protection protectionChoice: ProtectionChoice = .inherited,
         configuration: Configuration = Configuration()
     ) throws {
-        try self.init(path: ProtectedDatabase.uri(forPath: path, in: store, protection: protection), configuration: configuration)
+        try self.init(path: ProtectedDatabase.uri(forPath: path, in: store, protection: protectionChoice), configuration: configuration)
     }
 }
 

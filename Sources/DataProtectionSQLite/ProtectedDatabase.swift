@@ -55,9 +55,10 @@ public final class ProtectedDatabase: Sendable {
     ///   class key is not in memory; creating a `completeUnlessOpen` one while locked
     ///   works), `integrityFailure`, or `sqliteError`.
     public init(
-        atPath path: String, in store: ProtectedStore, create: Bool = false, protection: ProtectionClass? = nil,
+        atPath path: String, in store: ProtectedStore, create: Bool = false, protection protectionChoice: ProtectionChoice = .inherited,
         journalMode: JournalMode? = nil
     ) throws(DataProtectionError) {
+        let protection = protectionChoice.protectionClass
         let canonical = try ProtectedStore.standardizedPath(path)
         let vfs = try DatabaseVFSRegistry.vfs(for: store)
         let opened: SQLiteConnection
@@ -87,7 +88,8 @@ public final class ProtectedDatabase: Sendable {
     /// A `file:` URI that opens the database at `path` in `store` through its VFS, for
     /// libraries that open SQLite connections themselves (GRDB: see DataProtectionGRDB).
     /// `protection` is the class of a database created by that open.
-    public static func uri(forPath path: String, in store: ProtectedStore, protection: ProtectionClass? = nil) throws(DataProtectionError) -> String {
+    public static func uri(forPath path: String, in store: ProtectedStore, protection protectionChoice: ProtectionChoice = .inherited) throws(DataProtectionError) -> String {
+        let protection = protectionChoice.protectionClass
         let canonical = try ProtectedStore.standardizedPath(path)
         return uri(canonical, protection: protection, vfs: try DatabaseVFSRegistry.vfs(for: store).name)
     }

@@ -51,14 +51,14 @@ final class StoreSQLiteStorage: SQLiteStorage {
                 }
                 protection = named
             }
-            let handle = try store.openFile(atPath: path, mode: mode, create: request.create, protection: protection)
+            let handle = try store.openFile(atPath: path, mode: mode, create: request.create, protection: ProtectionChoice(protection))
             // SQLite reads its pages at random: plaintext chunks kept in secure memory stand in for the
             // operating system's page cache that an ordinary database file would be read from.
             handle.reserveReadCache(bytes: Self.databaseReadCache)
             classes.withLock { $0[path] = handle.protectionClass }
             return StoreSQLiteFile(handle: handle)
         case .mainJournal, .writeAheadLog, .superJournal, .temporary:
-            let handle = try store.openFile(atPath: path, mode: mode, create: request.create, protection: try databaseClass(of: path))
+            let handle = try store.openFile(atPath: path, mode: mode, create: request.create, protection: try ProtectionChoice(databaseClass(of: path)))
             return StoreSQLiteFile(handle: handle)
         }
     }

@@ -60,7 +60,7 @@ private struct Tour {
         section("3. One file of every class in Documents/, and two open handles")
         for protectionClass in ProtectionClass.allCases {
             try store.write(Data("secret kept under \(protectionClass)\n".utf8), to: "Documents/\(protectionClass).txt",
-                            protection: protectionClass)
+                            protection: ProtectionChoice(protectionClass))
         }
         say("ls Documents: \(try store.contentsOfDirectory(atPath: "Documents").joined(separator: "  "))")
         let onDisk = (try? FileManager.default.subpathsOfDirectory(atPath: directory.appendingPathComponent("files").path)) ?? []

@@ -108,7 +108,7 @@ struct CrashWorker {
                 let length = random.next(4) == 0 ? random.next(200_000) : random.next(40_000)
                 let dataSeed = random.next()
                 say("B put \(path) \(letter) \(dataSeed) \(length)")
-                try store.write(pattern(length, seed: dataSeed), to: path, protection: protectionClass)
+                try store.write(pattern(length, seed: dataSeed), to: path, protection: ProtectionChoice(protectionClass))
             case 35..<55 where !existing.isEmpty:
                 let path = existing[random.next(existing.count)]
                 say("B open \(path)")

@@ -22,7 +22,7 @@ struct AgentClientTests {
             let attributes = try client.attributesOfItem(atPath: "docs/a.txt")
             #expect(attributes.type == .file && attributes.size == 5 && attributes.protectionClass == .complete)
             #expect(try client.attributesOfItem(atPath: "docs").type == .directory)
-            try client.createDirectory(atPath: "x/y", withIntermediateDirectories: true, protection: ProtectionClass.none)
+            try client.createDirectory(atPath: "x/y", withIntermediateDirectories: true, protection: .none)
             #expect(try client.contentsOfDirectory(atPath: "/").sorted() == ["big.bin", "docs", "x"])
             try client.moveItem(atPath: "docs/a.txt", toPath: "x/y/b.txt")
             try client.copyItem(atPath: "x/y/b.txt", toPath: "c.txt", protection: .completeUntilFirstUserAuthentication)

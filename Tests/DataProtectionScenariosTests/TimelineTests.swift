@@ -32,7 +32,7 @@ struct TimelineTests {
             .changePasscode(from: "1", to: "2")
             .removePasscode("2")
             .setPasscode("3")
-            .mkdir("D", class: ProtectionClass.none)
+            .mkdir("D", class: .none)
             .put("D/a", Data([1, 2, 3]))
             .put("D/b", "text", class: .complete)
             .get("D/a", expect: .data(Data([1, 2, 3])))

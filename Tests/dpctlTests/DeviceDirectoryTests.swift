@@ -77,7 +77,7 @@ struct DeviceDirectoryTests {
         do {
             let store = try ProtectedStore(directory: fixture.store, configuration: DeviceConfiguration(passcodeCost: .minimal))
             try store.device.unlock()
-            try store.write(Data("old layout".utf8), to: "a", protection: ProtectionClass.none)
+            try store.write(Data("old layout".utf8), to: "a", protection: .none)
         }
         let read = try fixture.run(["cat", "a"], passcode: nil)
         #expect(read.status == 0 && read.standardOutput == "old layout", "\(read.standardError)")

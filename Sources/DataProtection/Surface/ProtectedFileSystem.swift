@@ -10,9 +10,9 @@ public protocol ProtectedFileSystem: Sendable {
     associatedtype FileHandle: ProtectedFileHandling
 
     /// Writes `data` to the file at `path`, atomically (see ``ProtectedStore/write(_:to:protection:options:)``).
-    func write(_ data: Data, to path: String, protection: ProtectionClass?, options: Data.WritingOptions) throws(DataProtectionError)
+    func write(_ data: Data, to path: String, protection: ProtectionChoice, options: Data.WritingOptions) throws(DataProtectionError)
     /// Writes a file from the pieces `next` returns until `nil`, atomically, with constant memory.
-    func write(to path: String, protection: ProtectionClass?, exclusive: Bool, from next: () throws -> Data?) throws
+    func write(to path: String, protection: ProtectionChoice, exclusive: Bool, from next: () throws -> Data?) throws
     /// The whole content of the file at `path`.
     func contents(atPath path: String) throws(DataProtectionError) -> Data
     /// Type, size, class and dates of the item at `path`.
@@ -22,43 +22,43 @@ public protocol ProtectedFileSystem: Sendable {
     /// The names directly inside the directory at `path`.
     func contentsOfDirectory(atPath path: String) throws(DataProtectionError) -> [String]
     /// Creates a directory (and, with `withIntermediateDirectories`, its missing parents).
-    func createDirectory(atPath path: String, withIntermediateDirectories: Bool, protection: ProtectionClass?) throws(DataProtectionError)
+    func createDirectory(atPath path: String, withIntermediateDirectories: Bool, protection: ProtectionChoice) throws(DataProtectionError)
     /// Removes a file or an empty directory.
     func removeItem(atPath path: String) throws(DataProtectionError)
     /// Moves or renames a file or directory.
     func moveItem(atPath source: String, toPath destination: String) throws(DataProtectionError)
     /// Copies a file (re-encrypted under `protection`, else the source's class).
-    func copyItem(atPath source: String, toPath destination: String, protection: ProtectionClass?) throws(DataProtectionError)
+    func copyItem(atPath source: String, toPath destination: String, protection: ProtectionChoice) throws(DataProtectionError)
     /// Changes the class of a file (re-encrypting it) or a directory (for new entries).
     func setProtectionClass(_ protectionClass: ProtectionClass, ofItemAtPath path: String) throws(DataProtectionError)
     /// Opens a handle on the file at `path` (creating it with `create`).
-    func openFile(atPath path: String, mode: ProtectedFileHandle.Mode, create: Bool, protection: ProtectionClass?) throws(DataProtectionError) -> FileHandle
+    func openFile(atPath path: String, mode: ProtectedFileHandle.Mode, create: Bool, protection: ProtectionChoice) throws(DataProtectionError) -> FileHandle
 }
 
 extension ProtectedFileSystem {
     /// Writes `data` to `path` with the class its place gives it.
     public func write(_ data: Data, to path: String) throws(DataProtectionError) {
-        try write(data, to: path, protection: nil, options: [])
+        try write(data, to: path, protection: .inherited, options: [])
     }
 
     /// Writes a file from pieces, with the class its place gives it, replacing any file there.
-    public func write(to path: String, protection: ProtectionClass? = nil, from next: () throws -> Data?) throws {
+    public func write(to path: String, protection: ProtectionChoice = .inherited, from next: () throws -> Data?) throws {
         try write(to: path, protection: protection, exclusive: false, from: next)
     }
 
     /// A handle for reading (Foundation's `FileHandle(forReadingAtPath:)`).
     public func fileHandle(forReadingAtPath path: String) throws(DataProtectionError) -> FileHandle {
-        try openFile(atPath: path, mode: .read, create: false, protection: nil)
+        try openFile(atPath: path, mode: .read, create: false, protection: .inherited)
     }
 
     /// A handle for writing, at offset 0, without truncating.
     public func fileHandle(forWritingAtPath path: String) throws(DataProtectionError) -> FileHandle {
-        try openFile(atPath: path, mode: .write, create: false, protection: nil)
+        try openFile(atPath: path, mode: .write, create: false, protection: .inherited)
     }
 
     /// A handle for reading and writing.
     public func fileHandle(forUpdatingAtPath path: String) throws(DataProtectionError) -> FileHandle {
-        try openFile(atPath: path, mode: .update, create: false, protection: nil)
+        try openFile(atPath: path, mode: .update, create: false, protection: .inherited)
     }
 }
 

@@ -48,8 +48,8 @@ public final class AgentStore: ProtectedFileSystem {
 
     // MARK: - Whole files
 
-    public func write(_ data: Data, to path: String, protection: ProtectionClass? = nil, options: Data.WritingOptions = []) throws(DataProtectionError) {
-        let protection = protection ?? ProtectionClass(writingOptions: options)
+    public func write(_ data: Data, to path: String, protection protectionChoice: ProtectionChoice = .inherited, options: Data.WritingOptions = []) throws(DataProtectionError) {
+        let protection = protectionChoice.protectionClass ?? ProtectionClass(writingOptions: options)
         let exclusive = options.contains(.withoutOverwriting)
         guard data.count > AgentWireFormat.maximumInlineData else {
             _ = try connection.call(.writeFile(path: path, protection: protection, exclusive: exclusive, source: .inline(data)))
@@ -57,7 +57,7 @@ public final class AgentStore: ProtectedFileSystem {
         }
         var offset = 0
         do {
-            try write(to: path, protection: protection, exclusive: exclusive) { () -> Data? in
+            try write(to: path, protection: ProtectionChoice(protection), exclusive: exclusive) { () -> Data? in
                 guard offset < data.count else { return nil }
                 let end = min(data.count, offset + AgentWireFormat.maximumInlineData)
                 defer { offset = end }
@@ -70,7 +70,8 @@ public final class AgentStore: ProtectedFileSystem {
         }
     }
 
-    public func write(to path: String, protection: ProtectionClass?, exclusive: Bool, from next: () throws -> Data?) throws {
+    public func write(to path: String, protection protectionChoice: ProtectionChoice, exclusive: Bool, from next: () throws -> Data?) throws {
+        let protection = protectionChoice.protectionClass
         let (mine, theirs) = try Self.pair()
         defer { mine.close() }
         var failure: (any Error)?
@@ -105,8 +106,9 @@ public final class AgentStore: ProtectedFileSystem {
     /// Stores what `descriptor` holds from its current offset to its end at `path`: the
     /// agent reads it directly (the descriptor is passed over the socket; no copy through
     /// this process). Ends at the end of a file or when a pipe's writers close it.
-    public func write(contentsOf descriptor: FileDescriptor, to path: String, protection: ProtectionClass? = nil, exclusive: Bool = false)
+    public func write(contentsOf descriptor: FileDescriptor, to path: String, protection protectionChoice: ProtectionChoice = .inherited, exclusive: Bool = false)
         throws(DataProtectionError) {
+        let protection = protectionChoice.protectionClass
         _ = try connection.call(.writeFile(path: path, protection: protection, exclusive: exclusive, source: .descriptor), passing: descriptor)
     }
 
@@ -165,8 +167,9 @@ public final class AgentStore: ProtectedFileSystem {
         try Self.decode(try connection.call(.list(path: path)), AgentReply.names)
     }
 
-    public func createDirectory(atPath path: String, withIntermediateDirectories: Bool = true, protection: ProtectionClass? = nil)
+    public func createDirectory(atPath path: String, withIntermediateDirectories: Bool = true, protection protectionChoice: ProtectionChoice = .inherited)
         throws(DataProtectionError) {
+        let protection = protectionChoice.protectionClass
         try empty(.createDirectory(path: path, intermediates: withIntermediateDirectories, protection: protection))
     }
 
@@ -178,7 +181,8 @@ public final class AgentStore: ProtectedFileSystem {
         try empty(.move(from: source, to: destination))
     }
 
-    public func copyItem(atPath source: String, toPath destination: String, protection: ProtectionClass? = nil) throws(DataProtectionError) {
+    public func copyItem(atPath source: String, toPath destination: String, protection protectionChoice: ProtectionChoice = .inherited) throws(DataProtectionError) {
+        let protection = protectionChoice.protectionClass
         try empty(.copy(from: source, to: destination, protection: protection))
     }
 
@@ -188,8 +192,9 @@ public final class AgentStore: ProtectedFileSystem {
 
     // MARK: - Handles
 
-    public func openFile(atPath path: String, mode: ProtectedFileHandle.Mode = .update, create: Bool = false, protection: ProtectionClass? = nil)
+    public func openFile(atPath path: String, mode: ProtectedFileHandle.Mode = .update, create: Bool = false, protection protectionChoice: ProtectionChoice = .inherited)
         throws(DataProtectionError) -> AgentFileHandle {
+        let protection = protectionChoice.protectionClass
         let identifier = try Self.decode(try connection.call(.open(path: path, mode: mode, create: create, protection: protection)), AgentReply.u32)
         return AgentFileHandle(connection: connection, identifier: identifier, mode: mode)
     }
@@ -204,9 +209,10 @@ public final class AgentStore: ProtectedFileSystem {
     ///   - create: create the database when missing (with `protection`, else its directory's class).
     /// - Throws: as `ProtectedDatabase` (`protectedDataUnavailable` once the agent's device has
     ///   discarded the class key, `sqliteError`); `invalidArgument` when the rows exceed 1 MiB.
-    public func executeSQL(_ sql: String, inDatabaseAtPath path: String, create: Bool = false, protection: ProtectionClass? = nil)
+    public func executeSQL(_ sql: String, inDatabaseAtPath path: String, create: Bool = false, protection protectionChoice: ProtectionChoice = .inherited)
         throws(DataProtectionError) -> [SQLiteRow] {
-        try Self.decode(try connection.call(.sql(path: path, create: create, protection: protection, statements: sql)), AgentSQLRows.decode)
+        try Self.decode(try connection.call(.sql(path: path, create: create, protection: protectionChoice.protectionClass, statements: sql)),
+                        AgentSQLRows.decode)
     }
 
     // MARK: - Plumbing

@@ -48,7 +48,7 @@ extension AgentSession {
             return .ok(AgentReply.u64(try copy(path, to: descriptor)))
         case .writeFile(let path, let protection, let exclusive, let source):
             if let data = source.inlineData {
-                try store.write(data, to: path, protection: protection, options: exclusive ? .withoutOverwriting : [])
+                try store.write(data, to: path, protection: ProtectionChoice(protection), options: exclusive ? .withoutOverwriting : [])
                 return .ok([])
             }
             guard let descriptor else {
@@ -63,7 +63,7 @@ extension AgentSession {
         case .list(let path):
             return .ok(AgentReply.names(try store.contentsOfDirectory(atPath: path)))
         case .createDirectory(let path, let intermediates, let protection):
-            try store.createDirectory(atPath: path, withIntermediateDirectories: intermediates, protection: protection)
+            try store.createDirectory(atPath: path, withIntermediateDirectories: intermediates, protection: ProtectionChoice(protection))
             return .ok([])
         case .remove(let path):
             try store.removeItem(atPath: path)
@@ -72,7 +72,7 @@ extension AgentSession {
             try store.moveItem(atPath: source, toPath: destination)
             return .ok([])
         case .copy(let source, let destination, let protection):
-            try store.copyItem(atPath: source, toPath: destination, protection: protection)
+            try store.copyItem(atPath: source, toPath: destination, protection: ProtectionChoice(protection))
             return .ok([])
         case .setProtection(let path, let protection):
             try store.setProtectionClass(protection, ofItemAtPath: path)
@@ -82,7 +82,7 @@ extension AgentSession {
                 throw DataProtectionError(.invalidArgument, "This connection already holds \(handles.count) open handles, the most one client may hold.",
                                           hint: "Close handles you no longer use.")
             }
-            let handle = try store.openFile(atPath: path, mode: mode, create: create, protection: protection)
+            let handle = try store.openFile(atPath: path, mode: mode, create: create, protection: ProtectionChoice(protection))
             let identifier = nextHandle
             nextHandle &+= 1
             handles[identifier] = handle
@@ -122,7 +122,7 @@ extension AgentSession {
     /// Runs `statements` on the database at `path` in the agent's store; their rows must fit in one answer.
     private func runSQL(_ statements: String, inDatabaseAtPath path: String, create: Bool, protection: ProtectionClass?)
         throws(DataProtectionError) -> [UInt8] {
-        let database = try ProtectedDatabase(atPath: path, in: store, create: create, protection: protection)
+        let database = try ProtectedDatabase(atPath: path, in: store, create: create, protection: ProtectionChoice(protection))
         defer { database.close() }
         var rows: [SQLiteRow] = []
         var size = 0
@@ -180,7 +180,7 @@ extension AgentSession {
     private func write(_ path: String, protection: ProtectionClass?, exclusive: Bool, from input: AgentInput) throws(DataProtectionError) {
         do {
             var input = input
-            try store.write(to: path, protection: protection, exclusive: exclusive) { () throws -> Data? in try input.next() }
+            try store.write(to: path, protection: ProtectionChoice(protection), exclusive: exclusive) { () throws -> Data? in try input.next() }
         } catch let error as DataProtectionError {
             throw error
         } catch {

@@ -122,21 +122,21 @@ public struct Timeline: Sendable {
     // MARK: - Files
 
     /// `mkdir <path> [class=<class>]`
-    public func mkdir(_ path: String, class protection: ProtectionClass? = nil, expect: StepExpectation = .ok,
+    public func mkdir(_ path: String, class protection: ProtectionChoice = .inherited, expect: StepExpectation = .ok,
                       fileID: String = #fileID, filePath: String = #filePath, line: Int = #line, column: Int = #column) -> Timeline {
-        step(.mkdir(path: path, protection: protection), expect: expect, fileID: fileID, filePath: filePath, line: line, column: column)
+        step(.mkdir(path: path, protection: protection.protectionClass), expect: expect, fileID: fileID, filePath: filePath, line: line, column: column)
     }
 
     /// `put <path> "<text>" [class=<class>]` (the UTF-8 bytes of `text`).
-    public func put(_ path: String, _ text: String, class protection: ProtectionClass? = nil, expect: StepExpectation = .ok,
+    public func put(_ path: String, _ text: String, class protection: ProtectionChoice = .inherited, expect: StepExpectation = .ok,
                     fileID: String = #fileID, filePath: String = #filePath, line: Int = #line, column: Int = #column) -> Timeline {
         put(path, Data(text.utf8), class: protection, expect: expect, fileID: fileID, filePath: filePath, line: line, column: column)
     }
 
     /// `put <path> <data> [class=<class>]`
-    public func put(_ path: String, _ data: Data, class protection: ProtectionClass? = nil, expect: StepExpectation = .ok,
+    public func put(_ path: String, _ data: Data, class protection: ProtectionChoice = .inherited, expect: StepExpectation = .ok,
                     fileID: String = #fileID, filePath: String = #filePath, line: Int = #line, column: Int = #column) -> Timeline {
-        step(.put(path: path, data: data, protection: protection), expect: expect,
+        step(.put(path: path, data: data, protection: protection.protectionClass), expect: expect,
              fileID: fileID, filePath: filePath, line: line, column: column)
     }
 
@@ -159,9 +159,9 @@ public struct Timeline: Sendable {
     }
 
     /// `cp <from> <to> [class=<class>]`
-    public func cp(_ from: String, _ to: String, class protection: ProtectionClass? = nil, expect: StepExpectation = .ok,
+    public func cp(_ from: String, _ to: String, class protection: ProtectionChoice = .inherited, expect: StepExpectation = .ok,
                    fileID: String = #fileID, filePath: String = #filePath, line: Int = #line, column: Int = #column) -> Timeline {
-        step(.cp(from: from, to: to, protection: protection), expect: expect, fileID: fileID, filePath: filePath, line: line, column: column)
+        step(.cp(from: from, to: to, protection: protection.protectionClass), expect: expect, fileID: fileID, filePath: filePath, line: line, column: column)
     }
 
     /// `ls <dir>`; expect `.names([...])` to check the listing (any order).
@@ -186,9 +186,9 @@ public struct Timeline: Sendable {
 
     /// `open <path> as <handle> [mode=…] [create] [class=…]`
     public func open(_ path: String, as handle: String, mode: ProtectedFileHandle.Mode = .update, create: Bool = false,
-                     class protection: ProtectionClass? = nil, expect: StepExpectation = .ok,
+                     class protection: ProtectionChoice = .inherited, expect: StepExpectation = .ok,
                      fileID: String = #fileID, filePath: String = #filePath, line: Int = #line, column: Int = #column) -> Timeline {
-        step(.open(path: path, handle: handle, mode: mode, create: create, protection: protection), expect: expect,
+        step(.open(path: path, handle: handle, mode: mode, create: create, protection: protection.protectionClass), expect: expect,
              fileID: fileID, filePath: filePath, line: line, column: column)
     }
 
@@ -261,10 +261,10 @@ public struct Timeline: Sendable {
     // MARK: - Databases (scenario language 1.1)
 
     /// `db open <path> as <database> [create] [class=…] [wal]`
-    public func openDatabase(_ path: String, as database: String, create: Bool = false, class protection: ProtectionClass? = nil,
+    public func openDatabase(_ path: String, as database: String, create: Bool = false, class protection: ProtectionChoice = .inherited,
                              wal: Bool = false, expect: StepExpectation = .ok,
                              fileID: String = #fileID, filePath: String = #filePath, line: Int = #line, column: Int = #column) -> Timeline {
-        step(.openDatabase(path: path, database: database, create: create, protection: protection, wal: wal), expect: expect,
+        step(.openDatabase(path: path, database: database, create: create, protection: protection.protectionClass, wal: wal), expect: expect,
              fileID: fileID, filePath: filePath, line: line, column: column)
     }
 

@@ -141,12 +141,12 @@ final class ScenarioSession {
         case .expect: preconditionFailure("checks are not executed")
 
         case .mkdir(let path, let protection):
-            try store.createDirectory(atPath: path, withIntermediateDirectories: true, protection: protection)
-        case .put(let path, let data, let protection): try store.write(data, to: path, protection: protection)
+            try store.createDirectory(atPath: path, withIntermediateDirectories: true, protection: ProtectionChoice(protection))
+        case .put(let path, let data, let protection): try store.write(data, to: path, protection: ProtectionChoice(protection))
         case .get(let path): return .data(try store.contents(atPath: path))
         case .rm(let path): try store.removeItem(atPath: path)
         case .mv(let from, let to): try store.moveItem(atPath: from, toPath: to)
-        case .cp(let from, let to, let protection): try store.copyItem(atPath: from, toPath: to, protection: protection)
+        case .cp(let from, let to, let protection): try store.copyItem(atPath: from, toPath: to, protection: ProtectionChoice(protection))
         case .ls(let path): return .names(try store.contentsOfDirectory(atPath: path))
         case .stat(let path): return .attributes(try store.attributesOfItem(atPath: path))
         case .setClass(let path, let protection): try store.setProtectionClass(protection, ofItemAtPath: path)
@@ -155,7 +155,7 @@ final class ScenarioSession {
             if let existing = handles[name], (try? existing.offset()) != nil {
                 throw DataProtectionError(.invalidArgument, "A handle named \(name) is already open.", hint: "Close it first, or pick another name.")
             }
-            handles[name] = try store.openFile(atPath: path, mode: mode, create: create, protection: protection)
+            handles[name] = try store.openFile(atPath: path, mode: mode, create: create, protection: ProtectionChoice(protection))
         case .read(let name, let count):
             return .data(try handle(name).read(upToCount: Int(clamping: count)))
         case .readToEnd(let name): return .data(try handle(name).readToEnd())
@@ -172,7 +172,7 @@ final class ScenarioSession {
             if let existing = databases[name], !existing.isClosed {
                 throw DataProtectionError(.invalidArgument, "A connection named \(name) is already open.", hint: "Close it first, or pick another name.")
             }
-            databases[name] = try ProtectedDatabase(atPath: path, in: store, create: create, protection: protection,
+            databases[name] = try ProtectedDatabase(atPath: path, in: store, create: create, protection: ProtectionChoice(protection),
                                                     journalMode: wal ? .wal : nil)
         case .exec(let name, let sql): try database(name).execute(sql)
         case .query(let name, let sql): return .data(Self.text(of: try database(name).query(sql)))

@@ -33,7 +33,7 @@ struct Copy: ParsableCommand {
             try session.unlock(for: sourceClass)
             let copyClass = protectionClass ?? sourceClass
             if copyClass != .completeUnlessOpen { try session.unlock(for: copyClass) }
-            try session.store.copyItem(atPath: source, toPath: destination, protection: protectionClass)
+            try session.store.copyItem(atPath: source, toPath: destination, protection: ProtectionChoice(protectionClass))
         }
     }
 }

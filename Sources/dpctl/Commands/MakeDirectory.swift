@@ -21,7 +21,7 @@ struct MakeDirectory: ParsableCommand {
 
     func run() throws {
         try reporting {
-            try Session(storeOptions).store.createDirectory(atPath: path, withIntermediateDirectories: parents, protection: protectionClass)
+            try Session(storeOptions).store.createDirectory(atPath: path, withIntermediateDirectories: parents, protection: ProtectionChoice(protectionClass))
         }
     }
 }

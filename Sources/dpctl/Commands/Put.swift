@@ -48,7 +48,7 @@ struct Put: ParsableCommand {
             }
             if let agent = session.agent {
                 // The agent reads the file (or standard input) itself: its descriptor goes over the socket.
-                try agent.write(contentsOf: FileDescriptor(rawValue: input.fileDescriptor), to: path, protection: protectionClass)
+                try agent.write(contentsOf: FileDescriptor(rawValue: input.fileDescriptor), to: path, protection: ProtectionChoice(protectionClass))
                 return
             }
             let effective = session.effectiveClass(forNewFileAt: path, given: protectionClass)
@@ -63,7 +63,7 @@ struct Put: ParsableCommand {
                 if source != "-" { reader.waitUntilStopped() }
             }
             do {
-                try session.store.write(to: path, protection: protectionClass) { () throws -> Data? in
+                try session.store.write(to: path, protection: ProtectionChoice(protectionClass)) { () throws -> Data? in
                     let piece: Data?
                     do {
                         piece = try reader.next()

@@ -46,7 +46,7 @@ struct SQL: ParsableCommand {
             defer { database?.close() }
             if let agent = session.agent {
                 produce = { forEachRow throws(DataProtectionError) in
-                    for row in try agent.executeSQL(sql, inDatabaseAtPath: path, create: create, protection: protectionClass) { forEachRow(row) }
+                    for row in try agent.executeSQL(sql, inDatabaseAtPath: path, create: create, protection: ProtectionChoice(protectionClass)) { forEachRow(row) }
                 }
             } else {
                 let local = session.local!
@@ -55,7 +55,7 @@ struct SQL: ParsableCommand {
                     : session.effectiveClass(forNewFileAt: path, given: protectionClass)
                 // Creating a completeUnlessOpen database needs no passcode, opening one does.
                 if exists || effective != .completeUnlessOpen { try session.unlock(for: effective) }
-                let opened = try ProtectedDatabase(atPath: path, in: local, create: create, protection: protectionClass)
+                let opened = try ProtectedDatabase(atPath: path, in: local, create: create, protection: ProtectionChoice(protectionClass))
                 database = opened
                 produce = { forEachRow throws(DataProtectionError) in
                     try withoutActuallyEscaping(forEachRow) { each throws(DataProtectionError) in try opened.execute(sql, forEachRow: each) }

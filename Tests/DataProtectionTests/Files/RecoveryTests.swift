@@ -62,7 +62,7 @@ struct RecoveryTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try makeStore()
         for protectionClass in ProtectionClass.allCases {
-            try store.write(Data("v1".utf8), to: "\(protectionClass)", protection: protectionClass)
+            try store.write(Data("v1".utf8), to: "\(protectionClass)", protection: ProtectionChoice(protectionClass))
             try store.write(Data("v2".utf8), to: "\(protectionClass)")
             #expect(try store.attributesOfItem(atPath: "\(protectionClass)").protectionClass == protectionClass)
         }

@@ -11,7 +11,7 @@ struct EraseCrashTests {
     static func prepare(_ root: URL, _ fileSystem: CrashingFileSystem) throws -> ProtectedStore {
         let store = try ScratchStore.unlocked(at: root, on: fileSystem, passcode: "1234")
         try store.createDirectory(atPath: "/Documents")
-        try store.write(Data("none".utf8), to: "/Documents/plain", protection: ProtectionClass.none)
+        try store.write(Data("none".utf8), to: "/Documents/plain", protection: .none)
         try store.write(Data("complete".utf8), to: "/Documents/secret", protection: .complete)
         try store.write(patternBytes(40_000, seed: 1), to: "/big")
         return store

@@ -42,7 +42,7 @@ struct ExhaustiveTamperTests {
             let store = fixture.store
             let content = patternBytes(100, seed: 11)
             let disk = try Self.newEntry(in: fixture.filesDirectory) {
-                try store.write(content, to: "/f", protection: protectionClass)
+                try store.write(content, to: "/f", protection: ProtectionChoice(protectionClass))
             }
             let original = try Data(contentsOf: disk)
             let handle = try FileHandle(forUpdating: disk)

@@ -138,7 +138,7 @@ struct IOFaultTests {
         let store = try ScratchStore.unlocked(at: root, on: fileSystem, passcode: passcode)
         try store.write(aText, to: "/a.txt")
         try store.write(patternBytes(100, seed: 7), to: "/dir/b.txt", protection: .complete)
-        try store.write(patternBytes(30_000, seed: 8), to: "/dir/plain.txt", protection: ProtectionClass.none)
+        try store.write(patternBytes(30_000, seed: 8), to: "/dir/plain.txt", protection: .none)
         try store.createDirectory(atPath: "/dir/empty")
         let handle = try store.openFile(atPath: "/a.txt")
         return (store, handle)

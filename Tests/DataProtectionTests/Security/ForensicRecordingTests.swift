@@ -152,7 +152,7 @@ struct ForensicRecordingTests {
             let hierarchy = device.hierarchy
             try device.unlock(passcode: "1111")
             try store.createDirectory(atPath: "Secret names")
-            try store.write(Data("class none content".utf8), to: "Secret names/plain.txt", protection: ProtectionClass.none)
+            try store.write(Data("class none content".utf8), to: "Secret names/plain.txt", protection: .none)
             try store.write(Data("complete content".utf8), to: "Secret names/complete.txt", protection: .complete)
 
             // Created with its passcode: no keybag ever written, under any key ever written, opens without it.

@@ -38,8 +38,8 @@ struct KeyHygieneTests {
         var whole = Random.bytes(count: 96 * 1024)
         windows += recordWindows(of: whole, label: "whole-file")
         let wholeHash = Self.digest(whole)
-        try store.write(whole, to: "Documents/whole.bin", protection: protection)
-        try store.write(whole[1000...], to: "Documents/slice.bin", protection: protection)
+        try store.write(whole, to: "Documents/whole.bin", protection: ProtectionChoice(protection))
+        try store.write(whole[1000...], to: "Documents/slice.bin", protection: ProtectionChoice(protection))
         Memory.wipe(&whole)
 
         var back = try store.contents(atPath: "Documents/whole.bin")
@@ -50,7 +50,7 @@ struct KeyHygieneTests {
             Memory.wipe(&piece)
         }
 
-        let handle = try store.openFile(atPath: "Documents/handle.bin", create: true, protection: protection)
+        let handle = try store.openFile(atPath: "Documents/handle.bin", create: true, protection: ProtectionChoice(protection))
         var pieces = Random.bytes(count: 64 * 1024)
         windows += recordWindows(of: pieces, label: "handle")
         let piecesHash = Self.digest(pieces)

@@ -27,7 +27,7 @@ struct RedactionTests {
                 try store.device.unlock()
                 try store.device.setPasscode("1234")
                 for protection in ProtectionClass.allCases {
-                    try store.write(Data("x".utf8), to: "Documents/\(protection.rawValue)", protection: protection)
+                    try store.write(Data("x".utf8), to: "Documents/\(protection.rawValue)", protection: ProtectionChoice(protection))
                 }
                 let handle = try store.openFile(atPath: "Documents/open", create: true, protection: .complete)
                 try handle.write(contentsOf: Data("y".utf8))

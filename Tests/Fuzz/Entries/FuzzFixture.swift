@@ -24,7 +24,7 @@ final class FuzzFixture: Sendable {
             store = try ProtectedStore(directory: root, clock: VirtualClock(),
                                        configuration: DeviceConfiguration(passcodeCost: .fixed(operations: 1, memoryBytes: 8192)))
             try store.device.unlock()
-            try store.write(Data("seed".utf8), to: "f", protection: ProtectionClass.none)
+            try store.write(Data("seed".utf8), to: "f", protection: .none)
             let files = root.appendingPathComponent("files")
             let names = try FileManager.default.contentsOfDirectory(atPath: files.path).filter { $0 != "dpdir" && !$0.hasPrefix(".") }
             precondition(names.count == 1, "the fuzz fixture holds one file")

@@ -224,8 +224,9 @@ extension ProtectedStore {
     ///   the file's class key is not available (creating a `completeUnlessOpen`
     ///   file works while locked).
     public func openFile(
-        atPath path: String, mode: ProtectedFileHandle.Mode = .update, create: Bool = false, protection: ProtectionClass? = nil
+        atPath path: String, mode: ProtectedFileHandle.Mode = .update, create: Bool = false, protection protectionChoice: ProtectionChoice = .inherited
     ) throws(DataProtectionError) -> ProtectedFileHandle {
+        let protection = protectionChoice.protectionClass
         let storePath = try StorePath(path)
         return try namespace.locked { () throws(DataProtectionError) -> ProtectedFileHandle in
             if create {

@@ -11,7 +11,7 @@ public enum ProtectedCodingFormat: Sendable, Hashable {
 extension ProtectedStore {
     /// Encodes `value` and writes it atomically to `path`, like `write(_:to:protection:options:)`.
     public func encode<T: Encodable>(
-        _ value: T, to path: String, format: ProtectedCodingFormat = .json, protection: ProtectionClass? = nil
+        _ value: T, to path: String, format: ProtectedCodingFormat = .json, protection: ProtectionChoice = .inherited
     ) throws(DataProtectionError) {
         let data: Data
         do {

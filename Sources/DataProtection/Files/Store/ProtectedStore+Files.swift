@@ -16,9 +16,9 @@ extension ProtectedStore {
     /// be written while locked. `.withoutOverwriting` fails with `fileExists`
     /// if the file exists. Writes are always atomic, with or without `.atomic`.
     public func write(
-        _ data: Data, to path: String, protection: ProtectionClass? = nil, options: Data.WritingOptions = []
+        _ data: Data, to path: String, protection: ProtectionChoice = .inherited, options: Data.WritingOptions = []
     ) throws(DataProtectionError) {
-        try writeFile(at: path, protection: protection ?? ProtectionClass(writingOptions: options),
+        try writeFile(at: path, protection: protection.protectionClass ?? ProtectionClass(writingOptions: options),
                       exclusive: options.contains(.withoutOverwriting)) { writer throws(DataProtectionError) in
             try writer.append(data)
         }
@@ -27,11 +27,11 @@ extension ProtectedStore {
     /// Writes a file from chunks produced by `next` (called until it returns `nil`),
     /// with constant memory; same rules as ``write(_:to:protection:options:)``.
     public func write(
-        to path: String, protection: ProtectionClass? = nil, exclusive: Bool = false,
+        to path: String, protection: ProtectionChoice = .inherited, exclusive: Bool = false,
         from next: () throws -> Data?
     ) throws {
         var failure: (any Error)?
-        try writeFile(at: path, protection: protection, exclusive: exclusive) { writer throws(DataProtectionError) in
+        try writeFile(at: path, protection: protection.protectionClass, exclusive: exclusive) { writer throws(DataProtectionError) in
             do {
                 while let data = try next() { try writer.append(data) }
             } catch let error as DataProtectionError {
@@ -315,7 +315,8 @@ extension ProtectedStore {
 
     /// Copies the file at `source` to `destination` (which must not exist), in the
     /// source's class unless `protection` is given. Needs the source's class key.
-    public func copyItem(atPath source: String, toPath destination: String, protection: ProtectionClass? = nil) throws(DataProtectionError) {
+    public func copyItem(atPath source: String, toPath destination: String, protection protectionChoice: ProtectionChoice = .inherited) throws(DataProtectionError) {
+        let protection = protectionChoice.protectionClass
         let from = try StorePath(source)
         let to = try StorePath(destination)
         try namespace.locked { () throws(DataProtectionError) in
@@ -351,8 +352,9 @@ extension ProtectedStore {
     /// Creates a directory (and, by default, its missing parents). New entries
     /// inside take `protection`, else the parent's class. Works in every lock state.
     public func createDirectory(
-        atPath path: String, withIntermediateDirectories: Bool = true, protection: ProtectionClass? = nil
+        atPath path: String, withIntermediateDirectories: Bool = true, protection protectionChoice: ProtectionChoice = .inherited
     ) throws(DataProtectionError) {
+        let protection = protectionChoice.protectionClass
         let storePath = try StorePath(path)
         try namespace.locked { () throws(DataProtectionError) in
             // Like mkdir(2) and FileManager: a file already at the path is `fileExists`.

@@ -24,8 +24,9 @@ extension ProtectedStore {
     /// Writes the file at `path` from an asynchronous sequence of pieces, with
     /// constant memory; atomic, with the rules of ``write(_:to:protection:options:)``.
     public func write<S: AsyncSequence>(
-        contentsOf sequence: S, to path: String, protection: ProtectionClass? = nil, exclusive: Bool = false
+        contentsOf sequence: S, to path: String, protection protectionChoice: ProtectionChoice = .inherited, exclusive: Bool = false
     ) async throws where S.Element == Data {
+        let protection = protectionChoice.protectionClass
         let writer = try prepareWriter(at: path, protection: protection, exclusive: exclusive)
         for try await piece in sequence {
             try writer.append(piece)

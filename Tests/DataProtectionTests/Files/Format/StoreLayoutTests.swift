@@ -43,7 +43,7 @@ struct StoreLayoutTests {
             ]
             let before = Date()
             for file in files {
-                try store.write(file.content, to: file.path, protection: file.protectionClass)
+                try store.write(file.content, to: file.path, protection: ProtectionChoice(file.protectionClass))
             }
             let keys = try FormatSpecKeys(device: device)
             let metadataKey = try device.withMetadataKey { SecureBytes(copying: $0) }

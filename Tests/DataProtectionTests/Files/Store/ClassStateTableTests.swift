@@ -64,7 +64,7 @@ import Testing
             let replacement = patternBytes(17_000, seed: 2)
             let payload = patternBytes(16_500, seed: 3)
             for name in ["existing", "existingRW", "replaceGiven", "replaceKept", "preopened"] {
-                try store.write(original, to: name, protection: protectionClass)
+                try store.write(original, to: name, protection: ProtectionChoice(protectionClass))
             }
             // Handles opened before the state change (meaningless across a reboot, which closes them).
             var update: ProtectedFileHandle?
@@ -109,7 +109,7 @@ import Testing
             // Create through openFile, then read and write through that handle.
             var createdByOpen: Data?
             if let handle = Self.check(creates, "openFile(create: true)", {
-                try store.openFile(atPath: "createdByOpen", mode: .update, create: true, protection: protectionClass)
+                try store.openFile(atPath: "createdByOpen", mode: .update, create: true, protection: ProtectionChoice(protectionClass))
             }) {
                 #expect(handle.protectionClass == protectionClass)
                 try handle.write(contentsOf: payload)
@@ -137,7 +137,7 @@ import Testing
 
             // Create through a whole-file write.
             var createdByWrite: Data?
-            if Self.check(creates, "write(_:to:protection:) new", { try store.write(payload, to: "createdByWrite", protection: protectionClass) }) != nil {
+            if Self.check(creates, "write(_:to:protection:) new", { try store.write(payload, to: "createdByWrite", protection: ProtectionChoice(protectionClass)) }) != nil {
                 createdByWrite = payload
                 #expect(try store.attributesOfItem(atPath: "createdByWrite").protectionClass == protectionClass)
                 #expect(try store.attributesOfItem(atPath: "createdByWrite").size == UInt64(payload.count))
@@ -150,7 +150,7 @@ import Testing
 
             // Replace an existing file, with the class given and without.
             let replacedGiven = Self.check(creates, "write(_:to:protection:) replacing") {
-                try store.write(replacement, to: "replaceGiven", protection: protectionClass)
+                try store.write(replacement, to: "replaceGiven", protection: ProtectionChoice(protectionClass))
             } != nil
             let replacedKept = Self.check(creates, "write(_:to:) replacing, no class") {
                 try store.write(replacement, to: "replaceKept")
@@ -218,14 +218,14 @@ import Testing
         try withStore { fixture in
             let store = fixture.store
             let data = patternBytes(5_000, seed: 4)
-            try store.write(data, to: "f", protection: protectionClass)
+            try store.write(data, to: "f", protection: ProtectionChoice(protectionClass))
             let handle = try store.openFile(atPath: "f")
             fixture.lock()
             let opens = protectionClass.opensExisting(in: .locked)
             let works = protectionClass.handleWorks(in: .locked)
             _ = Self.check(works, "contents while a handle is open") { try store.contents(atPath: "f") }
             if let read = Self.check(works, "handle read", { try handle.read(upToCount: 100) }) { #expect(read == data.prefix(100)) }
-            _ = Self.check(protectionClass.createsNew(in: .locked), "create") { try store.write(data, to: "g", protection: protectionClass) }
+            _ = Self.check(protectionClass.createsNew(in: .locked), "create") { try store.write(data, to: "g", protection: ProtectionChoice(protectionClass)) }
             try handle.close()
             _ = Self.check(opens, "reopen") { try store.openFile(atPath: "f").close() }
         }
@@ -308,7 +308,7 @@ import Testing
             try store.createDirectory(atPath: "A/sub")
             try store.write(Data("3".utf8), to: "root")
             try store.write(Data("4".utf8), to: "plain/file")
-            try store.write(Data("5".utf8), to: "A/given", protection: ProtectionClass.none)
+            try store.write(Data("5".utf8), to: "A/given", protection: .none)
             try store.write(Data("6".utf8), to: "A/option", options: [.noFileProtection])
             try store.write(Data("7".utf8), to: "option", options: [.completeFileProtection])
             let expected: [String: ProtectionClass?] = [
@@ -350,8 +350,8 @@ import Testing
             let store = fixture.store
             for directoryClass in ProtectionClass.allCases {
                 let path = "\(directoryClass.letter)/f"
-                try store.createDirectory(atPath: directoryClass.letter, protection: directoryClass)
-                try store.write(Data("old".utf8), to: path, protection: protectionClass)
+                try store.createDirectory(atPath: directoryClass.letter, protection: ProtectionChoice(directoryClass))
+                try store.write(Data("old".utf8), to: path, protection: ProtectionChoice(protectionClass))
                 try store.write(Data("new".utf8), to: path)
                 #expect(try store.attributesOfItem(atPath: path).protectionClass == protectionClass)
                 #expect(try store.contents(atPath: path) == Data("new".utf8))
@@ -373,7 +373,7 @@ import Testing
             var contents: [String: Data] = [:]
             for (index, protectionClass) in ProtectionClass.allCases.enumerated() {
                 let data = patternBytes(1_000 * (index + 1), seed: UInt64(index))
-                try store.write(data, to: "files/\(protectionClass.letter)", protection: protectionClass)
+                try store.write(data, to: "files/\(protectionClass.letter)", protection: ProtectionChoice(protectionClass))
                 contents[protectionClass.letter] = data
             }
             try store.createDirectory(atPath: "dirs/full/inner", protection: .complete)
@@ -434,7 +434,7 @@ import Testing
                 patternBytes(17_000, seed: UInt64(classes.firstIndex(of: old)! * 10 + classes.firstIndex(of: new)!))
             }
             for old in classes {
-                for new in classes { try store.write(data(old, new), to: path(old, new), protection: old) }
+                for new in classes { try store.write(data(old, new), to: path(old, new), protection: ProtectionChoice(old)) }
             }
             try Self.enter(state, fixture)
             var changed: [String: Bool] = [:]
@@ -471,7 +471,7 @@ import Testing
     @Test func setClassChangesTheRules() throws {
         try withStore { fixture in
             let store = fixture.store
-            try store.write(Data("x".utf8), to: "toA", protection: ProtectionClass.none)
+            try store.write(Data("x".utf8), to: "toA", protection: .none)
             try store.write(Data("y".utf8), to: "fromA", protection: .complete)
             try store.setProtectionClass(.complete, ofItemAtPath: "toA")
             try store.setProtectionClass(ProtectionClass.none, ofItemAtPath: "fromA")
@@ -490,7 +490,7 @@ import Testing
         try withStore(inactivity: Self.inactivity) { fixture in
             let store = fixture.store
             let data = patternBytes(50_000, seed: 8)
-            let handle = try store.openFile(atPath: "f", create: true, protection: protectionClass)
+            let handle = try store.openFile(atPath: "f", create: true, protection: ProtectionChoice(protectionClass))
             try handle.write(contentsOf: data)  // not synced
             fixture.lock(after: protectionClass == .complete ? .zero : Self.inactivity)
             expectStoreError(.protectedDataUnavailable) { _ = try handle.read(atOffset: 0, upToCount: 1) }
@@ -509,7 +509,7 @@ import Testing
         try withStore(grace: Self.grace, inactivity: Self.inactivity) { fixture in
             let store = fixture.store
             let first = patternBytes(30_000, seed: 9)
-            try store.write(first, to: "f", protection: protectionClass)
+            try store.write(first, to: "f", protection: ProtectionChoice(protectionClass))
             let handle = try store.openFile(atPath: "f")
             try handle.write(contentsOf: Data("before".utf8), atOffset: 20_000)
             fixture.lock(after: Self.grace / 2)
@@ -533,7 +533,7 @@ import Testing
             let store = fixture.store
             var handles: [(ProtectionClass, ProtectedFileHandle)] = []
             for protectionClass in ProtectionClass.allCases {
-                let handle = try store.openFile(atPath: protectionClass.letter, create: true, protection: protectionClass)
+                let handle = try store.openFile(atPath: protectionClass.letter, create: true, protection: ProtectionChoice(protectionClass))
                 try handle.write(contentsOf: Data("unsynced \(protectionClass.letter)".utf8))
                 handles.append((protectionClass, handle))
             }
@@ -568,8 +568,8 @@ import Testing
         try withStore { fixture in
             let store = fixture.store
             let whole = patternBytes(40_000, seed: 10)
-            try store.write(whole, to: "whole", protection: protectionClass)
-            let handle = try store.openFile(atPath: "f", create: true, protection: protectionClass)
+            try store.write(whole, to: "whole", protection: ProtectionChoice(protectionClass))
+            let handle = try store.openFile(atPath: "f", create: true, protection: ProtectionChoice(protectionClass))
             let synced = patternBytes(33_000, seed: 11)
             try handle.write(contentsOf: synced)
             try handle.synchronize()
@@ -598,7 +598,7 @@ import Testing
             let store = fixture.store
             var handles: [ProtectedFileHandle] = []
             for protectionClass in ProtectionClass.allCases {
-                try store.write(Data("x".utf8), to: "dir/\(protectionClass.letter)", protection: protectionClass)
+                try store.write(Data("x".utf8), to: "dir/\(protectionClass.letter)", protection: ProtectionChoice(protectionClass))
                 handles.append(try store.openFile(atPath: "dir/\(protectionClass.letter)"))
             }
             try store.createDirectory(atPath: "empty/dir", protection: .complete)

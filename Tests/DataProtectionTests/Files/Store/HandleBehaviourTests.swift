@@ -10,7 +10,7 @@ import Testing
 
     static func makeFile(_ store: ProtectedStore, _ path: String = "f", _ data: Data = digits,
                          protection: ProtectionClass = .completeUntilFirstUserAuthentication) throws {
-        try store.write(data, to: path, protection: protection)
+        try store.write(data, to: path, protection: ProtectionChoice(protection))
     }
 
     @Test func readsAdvanceTheOffset() throws {
@@ -275,7 +275,7 @@ import Testing
             let store = fixture.store
             var generator = SeededGenerator(seed: seed)
             let protectionClass = ProtectionClass.allCases[Int(seed) % ProtectionClass.allCases.count]
-            let handle0 = try store.openFile(atPath: "model", create: true, protection: protectionClass)
+            let handle0 = try store.openFile(atPath: "model", create: true, protection: ProtectionChoice(protectionClass))
             try handle0.close()
             var durable = Data()  // the content at the last synchronize/close
             for cycle in 0..<8 {

@@ -10,7 +10,7 @@ import Testing
 struct PlaceMigrationTests {
     /// A store with nested directories and files of several classes, unlocked.
     static func populate(_ store: ProtectedStore) throws {
-        try store.write(Data("root file".utf8), to: "/r", protection: ProtectionClass.none)
+        try store.write(Data("root file".utf8), to: "/r", protection: .none)
         try store.write(patternBytes(40_000, seed: 1), to: "/Documents/big", protection: .complete)
         try store.write(Data("deep".utf8), to: "/Documents/deeper/f", protection: .completeUnlessOpen)
         try store.createDirectory(atPath: "/empty")

@@ -70,7 +70,7 @@ import Testing
     /// file that appears in the store's on-disk root.
     static func writeFile(_ data: Data, to path: String, _ protectionClass: ProtectionClass, in fixture: StoreFixture) throws -> URL {
         let before = Set(try entries(of: fixture.filesDirectory))
-        try fixture.store.write(data, to: path, protection: protectionClass)
+        try fixture.store.write(data, to: path, protection: ProtectionChoice(protectionClass))
         let new = Set(try entries(of: fixture.filesDirectory)).subtracting(before).filter { !isDirectory($0) }
         try #require(new.count == 1, "one new on-disk file for \(path)")
         return new.first!
@@ -391,8 +391,8 @@ import Testing
             let store = fixture.store
             let data = patternBytes(40_000, seed: 1)
             let disk = try Self.makeDirectory("d", in: fixture)
-            try store.write(data, to: "d/f", protection: protectionClass)
-            try store.write(patternBytes(40_000, seed: 2), to: "twin", protection: protectionClass)
+            try store.write(data, to: "d/f", protection: ProtectionChoice(protectionClass))
+            try store.write(patternBytes(40_000, seed: 2), to: "twin", protection: ProtectionChoice(protectionClass))
             let file = try Self.onlyFile(in: disk)
             let journal = URL(fileURLWithPath: file.path + ".j")
             let garbage: [(String, Data)] = [
