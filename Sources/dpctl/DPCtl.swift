@@ -36,7 +36,7 @@ struct DPCtl: ParsableCommand {
         commandName: "dpctl",
         abstract: "iOS-style Data Protection for any program: a simulated device with protection classes.",
         discussion: "Run `dpctl demo` for a narrated tour.",
-        version: "0.1.0",
+        version: "0.3.0",
         subcommands: [
             Init.self, Status.self, Unlock.self, Lock.self, Watch.self, AgentCommand.self, Put.self, Get.self, Cat.self, List.self, Stat.self,
             MakeDirectory.self, Remove.self, Move.self, Copy.self, SetClass.self, SQL.self, PasscodeCommand.self, Erase.self,
