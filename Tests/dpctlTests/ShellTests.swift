@@ -39,8 +39,28 @@ struct ShellTests {
         #expect(lines[9] == "ok")
         #expect(lines[10] == "\"hello world\"")                          // the write inside the grace period was kept
         #expect(lines[11] == "FAIL: expected 12, got 11")
-        #expect(lines[12].hasPrefix("syntax error: shell:1:"))
+        #expect(lines[12].hasPrefix("syntax error: shell:13:"))          // the line it was typed on
         #expect(lines[13] == "ok")                                         // nothing after `quit` runs
+    }
+
+    @Test("help lists the statements; state shows the device, its handles and the clock")
+    func helpAndState() throws {
+        let input = FileManager.default.temporaryDirectory.appendingPathComponent("dpctl-shell-\(UUID()).txt")
+        defer { try? FileManager.default.removeItem(at: input) }
+        try Data("help\nunlock 1234\nopen a as h create class=complete mode=append\nlock\nadvance 2s\nstate\n".utf8).write(to: input)
+        let result = try DPCtlRunner.run(["shell", "--device", "device passcode=1234 grace=10s"], input: input)
+        #expect(result.status == 0)
+        #expect(result.standardOutput.contains("open <path> as <h> [mode=read|write|update|append] [create] [class=<class>]"))
+        // Locked 2 s ago with a 10 s grace period: every key is still there.
+        #expect(result.standardOutput.hasSuffix("""
+            state locked
+            available complete, completeUnlessOpen, completeUntilFirstUserAuthentication, completeWhenUserInactive, none
+            failed-attempts 0
+            handles h (append, complete)
+            databases -
+            clock 2s
+
+            """))
     }
 
     @Test("database statements in the shell: a connection opened on one line is used on the next")

@@ -73,6 +73,23 @@ final class ScenarioSession {
         return outcome.description
     }
 
+    /// The device at this instant, for `state` in the shell: lock state, available classes,
+    /// failed attempts, open handles and database connections, the virtual clock.
+    func describeState() -> String {
+        guard let store else { return "no device" }
+        let device = store.device
+        let available = ProtectionClass.allCases.filter { device.isAvailable($0) }.map(\.rawValue)
+        let open = handles.sorted { $0.key < $1.key }.map { "\($0.key) (\($0.value.mode.rawValue), \($0.value.protectionClass.rawValue))" }
+        return [
+            "state \(device.state.rawValue)",
+            "available \(available.isEmpty ? "-" : available.joined(separator: ", "))",
+            "failed-attempts \(device.failedPasscodeAttempts)",
+            "handles \(open.isEmpty ? "-" : open.joined(separator: ", "))",
+            "databases \(databases.isEmpty ? "-" : databases.keys.sorted().joined(separator: ", "))",
+            "clock \(Duration.nanoseconds(clock.now.nanoseconds).scenarioSpelling)",
+        ].joined(separator: "\n")
+    }
+
     // MARK: - Set-up and tear-down
 
     /// The `device` statement: a fresh store on a virtual clock at 0.

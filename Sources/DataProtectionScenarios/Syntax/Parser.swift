@@ -29,10 +29,13 @@ public enum ScenarioParser {
 
     /// One statement typed into an interactive session, as ``parseStatement(_:handles:file:)``,
     /// with the database connection names so far in `databases` (a `db open … as d` adds `d`).
+    /// `line` is the statement's line number in errors (the shell counts its input lines).
     public static func parseStatement(
-        _ text: String, handles: inout Set<String>, databases: inout Set<String>, file: String = "shell"
+        _ text: String, handles: inout Set<String>, databases: inout Set<String>, file: String = "shell", line number: Int = 1
     ) throws(ScenarioSyntaxError) -> Step? {
-        guard let line = try Lexer(file: file).lines(of: Data(text.utf8)).first else { return nil }
+        // Blank lines before the text give the lexer the line number to report.
+        let numbered = String(repeating: "\n", count: max(0, number - 1)) + text
+        guard let line = try Lexer(file: file).lines(of: Data(numbered.utf8)).first else { return nil }
         var parser = Parser(file: file)
         parser.handles = handles
         parser.databases = databases
