@@ -28,4 +28,15 @@ struct ExitStatusTableTests {
         let missing = try DPCtlRunner.run(["scenario", "run", "/nonexistent/x.scenario"])
         #expect(missing.status == 1 && missing.standardOutput.contains("0 passed, 1 failed"))
     }
+
+    @Test("--passcode-file is offered only where a passcode can be read")
+    func passcodeFileOnlyWhereItActs() throws {
+        for command in [["unlock"], ["get"], ["cat"], ["put"], ["cp"], ["set-class"], ["sql"], ["init"], ["passcode", "change"]] {
+            #expect(try DPCtlRunner.run(command + ["--help"]).standardOutput.contains("--passcode-file"), "\(command)")
+        }
+        for command in [["ls"], ["stat"], ["mkdir"], ["rm"], ["mv"], ["status"], ["lock"], ["watch"], ["erase"], ["agent", "start"]] {
+            #expect(!(try DPCtlRunner.run(command + ["--help"]).standardOutput.contains("--passcode-file")), "\(command)")
+        }
+        #expect(try DPCtlRunner.run(["ls", "--passcode-file", "/dev/null"]).status == 64)
+    }
 }

@@ -7,6 +7,7 @@ struct Cat: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Write a stored file to standard output (`get` without -o).")
 
     @OptionGroup var storeOptions: StoreOptions
+    @OptionGroup var passcodeOptions: PasscodeOptions
     @OptionGroup var progress: ProgressOptions
 
     @Argument(help: ArgumentHelp("The path in the store.", valueName: "path"))
@@ -14,7 +15,7 @@ struct Cat: ParsableCommand {
 
     func run() throws {
         try reporting {
-            try Transfer(session: try Session(storeOptions), path: path, quiet: progress.quiet).run(to: nil)
+            try Transfer(session: try Session(storeOptions, passcode: passcodeOptions), path: path, quiet: progress.quiet).run(to: nil)
         }
     }
 }

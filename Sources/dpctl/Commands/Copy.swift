@@ -10,6 +10,7 @@ struct Copy: ParsableCommand {
         discussion: "Asks for the passcode only if the source's or the copy's class needs a key.")
 
     @OptionGroup var storeOptions: StoreOptions
+    @OptionGroup var passcodeOptions: PasscodeOptions
 
     @Option(name: .customLong("class"), help: "The copy's class (default: the source's).")
     var protectionClass: ProtectionClass?
@@ -22,7 +23,7 @@ struct Copy: ParsableCommand {
 
     func run() throws {
         try reporting {
-            let session = try Session(storeOptions)
+            let session = try Session(storeOptions, passcode: passcodeOptions)
             let attributes = try session.store.attributesOfItem(atPath: source)
             guard attributes.type == .file else { throw DataProtectionError(.isADirectory, "\(source) is a directory.") }
             // Existence errors come before the passcode (semantics.md's order).

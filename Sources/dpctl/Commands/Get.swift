@@ -9,6 +9,7 @@ struct Get: ParsableCommand {
         discussion: "Streams with constant memory. Asks for the passcode only if the file's class needs a key (never for `none`).")
 
     @OptionGroup var storeOptions: StoreOptions
+    @OptionGroup var passcodeOptions: PasscodeOptions
     @OptionGroup var progress: ProgressOptions
 
     @Argument(help: ArgumentHelp("The path in the store.", valueName: "path"))
@@ -19,7 +20,7 @@ struct Get: ParsableCommand {
 
     func run() throws {
         try reporting {
-            try Transfer(session: try Session(storeOptions), path: path, quiet: progress.quiet).run(to: output)
+            try Transfer(session: try Session(storeOptions, passcode: passcodeOptions), path: path, quiet: progress.quiet).run(to: output)
         }
     }
 }

@@ -9,6 +9,7 @@ struct Init: ParsableCommand {
         discussion: "The passcode comes from --passcode-file, $DPCTL_PASSCODE or a no-echo prompt (asked twice). An existing store is `fileExists`.")
 
     @OptionGroup var storeOptions: StoreOptions
+    @OptionGroup var passcodeOptions: PasscodeOptions
 
     @Flag(name: .customLong("no-passcode"), help: "Create the store without a passcode.")
     var noPasscode = false
@@ -17,7 +18,7 @@ struct Init: ParsableCommand {
         try reporting {
             // Read the passcode before creating anything: a missing passcode leaves no store behind.
             let passcode = noPasscode ? nil
-                : try Passcode.obtain(file: storeOptions.passcodeFile, prompt: "New passcode: ", confirm: true,
+                : try Passcode.obtain(file: passcodeOptions.passcodeFile, prompt: "New passcode: ", confirm: true,
                                       alternative: "pass --no-passcode for a store without one")
             // With a passcode, the device is created with it: no passcode-free keybag is ever written.
             _ = try Session(creating: storeOptions, passcode: passcode)

@@ -27,6 +27,7 @@ struct PasscodeCommand: ParsableCommand {
             abstract: "Set a passcode on a store that has none (from --passcode-file, $DPCTL_PASSCODE or the terminal).")
 
         @OptionGroup var storeOptions: StoreOptions
+        @OptionGroup var passcodeOptions: PasscodeOptions
 
         func run() throws {
             try reporting {
@@ -34,7 +35,7 @@ struct PasscodeCommand: ParsableCommand {
                 guard try !session.device.hasPasscode else {
                     throw DataProtectionError(.fileExists, "A passcode is already set.", hint: "Use `dpctl passcode change`.")
                 }
-                let passcode = try Passcode.obtain(file: storeOptions.passcodeFile, prompt: "New passcode: ", confirm: true)
+                let passcode = try Passcode.obtain(file: passcodeOptions.passcodeFile, prompt: "New passcode: ", confirm: true)
                 try session.device.unlock(passcode: nil)
                 try session.device.setPasscode(passcode)
                 print("Passcode set.")
@@ -47,6 +48,7 @@ struct PasscodeCommand: ParsableCommand {
             abstract: "Change the passcode: the current one from --passcode-file, $DPCTL_PASSCODE or the terminal; the new one from --new-passcode-file, $DPCTL_NEW_PASSCODE or the terminal.")
 
         @OptionGroup var storeOptions: StoreOptions
+        @OptionGroup var passcodeOptions: PasscodeOptions
         @OptionGroup var newPasscode: NewPasscodeOptions
 
         func run() throws {
@@ -55,7 +57,7 @@ struct PasscodeCommand: ParsableCommand {
                 guard try session.device.hasPasscode else {
                     throw DataProtectionError(.invalidArgument, "No passcode is set.", hint: "Use `dpctl passcode set`.")
                 }
-                let old = try Passcode.obtain(file: storeOptions.passcodeFile, prompt: "Current passcode: ")
+                let old = try Passcode.obtain(file: passcodeOptions.passcodeFile, prompt: "Current passcode: ")
                 try session.device.unlock(passcode: old)
                 let new = try newPasscode.read()
                 try session.device.changePasscode(from: old, to: new)
@@ -69,6 +71,7 @@ struct PasscodeCommand: ParsableCommand {
             abstract: "Remove the passcode (the current one from --passcode-file, $DPCTL_PASSCODE or the terminal).")
 
         @OptionGroup var storeOptions: StoreOptions
+        @OptionGroup var passcodeOptions: PasscodeOptions
 
         func run() throws {
             try reporting {
@@ -76,7 +79,7 @@ struct PasscodeCommand: ParsableCommand {
                 guard try session.device.hasPasscode else {
                     throw DataProtectionError(.invalidArgument, "No passcode is set.")
                 }
-                let old = try Passcode.obtain(file: storeOptions.passcodeFile, prompt: "Current passcode: ")
+                let old = try Passcode.obtain(file: passcodeOptions.passcodeFile, prompt: "Current passcode: ")
                 try session.device.unlock(passcode: old)
                 try session.device.removePasscode(old)
                 print("Passcode removed.")

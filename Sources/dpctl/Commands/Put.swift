@@ -11,6 +11,7 @@ struct Put: ParsableCommand {
         discussion: "Atomic; streams with constant memory. Asks for the passcode only if the file's class needs a key to be created.")
 
     @OptionGroup var storeOptions: StoreOptions
+    @OptionGroup var passcodeOptions: PasscodeOptions
     @OptionGroup var progress: ProgressOptions
 
     @Argument(help: ArgumentHelp("The local file to read, or `-` for standard input.", valueName: "src"))
@@ -41,7 +42,7 @@ struct Put: ParsableCommand {
                 total = (try? FileManager.default.attributesOfItem(atPath: source)[.size] as? NSNumber)?.uint64Value
             }
             defer { if source != "-" { try? input.close() } }
-            let session = try Session(storeOptions)
+            let session = try Session(storeOptions, passcode: passcodeOptions)
             // Existence errors come before the passcode (semantics.md's order).
             if let existing = try? session.store.attributesOfItem(atPath: path), existing.type == .directory {
                 throw DataProtectionError(.isADirectory, "\(path) is a directory.")

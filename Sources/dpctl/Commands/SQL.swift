@@ -17,6 +17,7 @@ struct SQL: ParsableCommand {
             """)
 
     @OptionGroup var storeOptions: StoreOptions
+    @OptionGroup var passcodeOptions: PasscodeOptions
     @OptionGroup var output: OutputOptions
 
     @Option(name: .customLong("class"), help: "The class of a database created now (default: its directory's).")
@@ -33,7 +34,7 @@ struct SQL: ParsableCommand {
 
     func run() throws {
         try reporting {
-            let session = try Session(storeOptions)
+            let session = try Session(storeOptions, passcode: passcodeOptions)
             let store = session.store
             let exists = store.fileExists(atPath: path)
             guard exists || create else {

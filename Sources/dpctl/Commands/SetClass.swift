@@ -10,6 +10,7 @@ struct SetClass: ParsableCommand {
         discussion: "Asks for the passcode only if the old or the new class needs a key.")
 
     @OptionGroup var storeOptions: StoreOptions
+    @OptionGroup var passcodeOptions: PasscodeOptions
 
     @Argument(help: ArgumentHelp("The new class.", valueName: "class"))
     var protectionClass: ProtectionClass
@@ -19,7 +20,7 @@ struct SetClass: ParsableCommand {
 
     func run() throws {
         try reporting {
-            let session = try Session(storeOptions)
+            let session = try Session(storeOptions, passcode: passcodeOptions)
             let attributes = try session.store.attributesOfItem(atPath: path)
             if attributes.type == .file {
                 try session.unlock(for: attributes.protectionClass ?? .default)

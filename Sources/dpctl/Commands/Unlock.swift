@@ -13,10 +13,11 @@ struct Unlock: ParsableCommand {
             """)
 
     @OptionGroup var storeOptions: StoreOptions
+    @OptionGroup var passcodeOptions: PasscodeOptions
 
     func run() throws {
         try reporting {
-            let session = try Session(storeOptions)
+            let session = try Session(storeOptions, passcode: passcodeOptions)
             try session.unlock()
             print(session.agent == nil ? "Unlocked: the passcode is right." : "Unlocked: the agent's device stays unlocked until `dpctl lock` or auto-lock.")
         }

@@ -3,7 +3,7 @@ import DataProtection
 import DataProtectionScenarios
 import Foundation
 
-/// Options shared by the store commands: where the store is and where the passcode comes from.
+/// Options shared by the store commands: where the store is, and how long to wait for it.
 struct StoreOptions: ParsableArguments {
     @Option(name: .customLong("store"), help: ArgumentHelp(
         "The store directory (default: $DPCTL_STORE, else $XDG_DATA_HOME/dpctl or ~/.local/share/dpctl).",
@@ -14,11 +14,6 @@ struct StoreOptions: ParsableArguments {
         "The device directory, kept apart from the data (default: $DPCTL_DEVICE, else $XDG_STATE_HOME/dpctl/<store id> or ~/.local/state/dpctl/<store id>).",
         valueName: "dir"))
     var device: String?
-
-    @Option(name: .customLong("passcode-file"), help: ArgumentHelp(
-        "Read the passcode from this file (first line). Else $DPCTL_PASSCODE, else a no-echo prompt on a terminal.",
-        valueName: "file"))
-    var passcodeFile: String?
 
     @Option(name: .customLong("wait"), help: ArgumentHelp(
         "How long to wait while another process owns the store, e.g. 500ms, 30s, 2m; 0s fails at once (storeBusy, exit 25).",
@@ -52,6 +47,14 @@ struct WaitDuration: ExpressibleByArgument {
     }
 
     var defaultValueDescription: String { duration.scenarioSpelling }
+}
+
+/// `--passcode-file` for the commands that may need the passcode (others do not offer it).
+struct PasscodeOptions: ParsableArguments {
+    @Option(name: .customLong("passcode-file"), help: ArgumentHelp(
+        "Read the passcode from this file (its bytes, less one trailing newline). Else $DPCTL_PASSCODE, else a no-echo prompt on a terminal.",
+        valueName: "file"))
+    var passcodeFile: String?
 }
 
 /// `--json` for the commands that print results.

@@ -18,14 +18,17 @@ struct Session {
     let agent: AgentStore?
     /// The store opened in this process, when no agent runs.
     let local: ProtectedStore?
+    /// `--passcode-file`, for the commands that offer it.
+    var passcodeFile: String?
 
     /// Whether the command in this process talks to an agent (for the hints of its errors).
     nonisolated(unsafe) static var throughAgent = false
 
     /// Opens the existing store (`fileNotFound` with a hint to run `dpctl init` if there is
     /// none): connects to its agent when one runs, else owns the store for the command.
-    init(_ options: StoreOptions) throws(DataProtectionError) {
+    init(_ options: StoreOptions, passcode: PasscodeOptions? = nil) throws(DataProtectionError) {
         self.options = options
+        passcodeFile = passcode?.passcodeFile
         let location = try Self.location(options)
         self.location = location
         if let agent = try Self.agent(location) {
@@ -144,7 +147,7 @@ struct Session {
             try device.unlock(passcode: nil)
             return
         }
-        try device.unlock(passcode: try Passcode.obtain(file: options.passcodeFile, prompt: "Passcode: "))
+        try device.unlock(passcode: try Passcode.obtain(file: passcodeFile, prompt: "Passcode: "))
     }
 
     /// Unlocks first when `protectionClass` needs a class key that is not in memory. Never
