@@ -20,6 +20,8 @@ let package = Package(
         // `swift package benchmark` (Benchmarks/). Without the Linux runtime interposer trait, which needs a package
         // that is not mirrored here.
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        // `swift package generate-documentation` (the DocC catalogs in Sources/*/*.docc).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
     ],
     targets: [

@@ -8,7 +8,7 @@ extension DatabaseQueue {
     ///
     /// The database and its journal are protected files: once the device locks and the
     /// class key is discarded, a statement that needs the disk throws a `DatabaseError`
-    /// with `SQLITE_IOERR_AUTH`, which ``DataProtection/DataProtectionError/init(grdb:)``
+    /// with `SQLITE_IOERR_AUTH`, which `DataProtectionError/init(grdb:)`
     /// turns into `protectedDataUnavailable`; after unlock the queue works again.
     public convenience init(
         protectedAtPath path: String, in store: ProtectedStore, protection protectionChoice: ProtectionChoice = .inherited,

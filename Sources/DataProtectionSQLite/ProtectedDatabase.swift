@@ -6,7 +6,7 @@ import SodiumBridge
 @_exported import struct SQLiteBridge.SQLiteRow
 @_exported import enum SQLiteBridge.SQLiteValue
 
-/// A SQLite database that lives in a ``ProtectedStore``.
+/// A SQLite database that lives in a `ProtectedStore`.
 ///
 /// Its file, and every file SQLite makes beside it (rollback journal, WAL), is a protected
 /// file of the database's class, so the class rules apply to the database as to a handle:
@@ -24,7 +24,7 @@ import SodiumBridge
 /// ```
 ///
 /// One connection, used from any thread (calls are serialized). Errors are
-/// ``DataProtectionError``s: the store's own code when the store refused (a missing key,
+/// `DataProtectionError`s: the store's own code when the store refused (a missing key,
 /// a tampered page, a missing file), else `sqliteError` with SQLite's extended code.
 public final class ProtectedDatabase: Sendable {
     /// How the database keeps its transactions atomic.
@@ -46,9 +46,11 @@ public final class ProtectedDatabase: Sendable {
     /// Opens the database at `path` in `store`.
     ///
     /// - Parameters:
+    ///   - path: the database's path in the store.
+    ///   - store: the store that holds it.
     ///   - create: create a missing database (and missing parent directories).
-    ///   - protection: the class of a database created now (else its directory's); ignored
-    ///     for an existing one, which keeps its class.
+    ///   - protectionChoice: the class of a database created now (else its directory's);
+    ///     ignored for an existing one, which keeps its class.
     ///   - journalMode: `nil` keeps the database's own (SQLite's default for a new one is
     ///     ``JournalMode/rollback``).
     /// - Throws: `fileNotFound`, `protectedDataUnavailable` (an existing database whose

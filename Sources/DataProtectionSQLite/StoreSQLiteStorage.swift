@@ -5,7 +5,7 @@ import SodiumBridge
 
 /// The store as SQLite's file system: every named file SQLite opens for a database is a
 /// protected file of the database's class, read and written through a
-/// ``ProtectedFileHandle``, so the class rules, the flush before a key is discarded, crash
+/// `ProtectedFileHandle`, so the class rules, the flush before a key is discarded, crash
 /// safety and integrity checks apply to it unchanged.
 ///
 /// The main database takes the class its URI names (`?class=`), else its directory's; a

@@ -2,7 +2,7 @@ import DataProtection
 import Foundation
 import Synchronization
 
-/// The device of an agent, seen from a client: the surface of ``Device`` (state,
+/// The device of an agent, seen from a client: the surface of `Device` (state,
 /// passcode, lock and unlock, notifications), carried out inside the agent.
 public final class AgentDevice: DeviceControlling {
     let connection: AgentConnection

@@ -1,7 +1,7 @@
 import DataProtection
 import Foundation
 
-/// A handle that lives in the agent: the surface of ``ProtectedFileHandle``, following
+/// A handle that lives in the agent: the surface of `ProtectedFileHandle`, following
 /// the agent's class rules (a `complete` handle throws `protectedDataUnavailable` once the
 /// agent's device has locked, and works again after unlock). Reads and writes larger than
 /// a frame go in pieces of ``AgentWireFormat/maximumInlineData``.

@@ -5,7 +5,7 @@ import SocketBridge
 import SystemPackage
 
 /// A store served by an agent (`dpctl agent start`, or an ``AgentServer`` in another
-/// program): the surface of ``ProtectedStore``, carried out inside the agent.
+/// program): the surface of `ProtectedStore`, carried out inside the agent.
 ///
 /// Every operation follows the agent's device and its class rules, exactly as if it ran
 /// there: a `complete` file fails with `protectedDataUnavailable` once the agent has
@@ -206,7 +206,10 @@ public final class AgentStore: ProtectedFileSystem {
     /// with a row handler would). The database is opened and closed for the call.
     ///
     /// - Parameters:
-    ///   - create: create the database when missing (with `protection`, else its directory's class).
+    ///   - sql: one or more statements.
+    ///   - path: the database's path in the agent's store.
+    ///   - create: create the database when missing.
+    ///   - protectionChoice: the class of a database created now, else its directory's.
     /// - Throws: as `ProtectedDatabase` (`protectedDataUnavailable` once the agent's device has
     ///   discarded the class key, `sqliteError`); `invalidArgument` when the rows exceed 1 MiB.
     public func executeSQL(_ sql: String, inDatabaseAtPath path: String, create: Bool = false, protection protectionChoice: ProtectionChoice = .inherited)

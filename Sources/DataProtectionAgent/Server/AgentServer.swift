@@ -8,7 +8,7 @@ import Synchronization
 /// same user over a Unix-domain socket (`Keys/agent-protocol.md`).
 ///
 /// Each connection gets a thread. Every request is carried out on the agent's own
-/// ``ProtectedStore`` and device, so clients see one device: its state, its class rules,
+/// `ProtectedStore` and device, so clients see one device: its state, its class rules,
 /// its notifications; a client's handles live here and are closed (flushed) when it
 /// disconnects. After ``Configuration/autoLock`` with no client request the agent locks
 /// the device. ``stop()`` is a reboot: connections end, handles are flushed and closed,
@@ -49,7 +49,7 @@ public final class AgentServer: Sendable {
     /// Starts listening at `socketPath` for `store` (served once ``run()`` is called).
     ///
     /// A socket file left by an agent that died is replaced; a live agent at the path is
-    /// ``DataProtectionError/Code/storeBusy``.
+    /// `DataProtectionError/Code/storeBusy`.
     public init(store: ProtectedStore, socketPath: String, configuration: Configuration = Configuration()) throws(DataProtectionError) {
         try AgentSocketLocation.prepareDirectory(of: socketPath)
         if let live = try? UnixSocket.connect(to: socketPath) {

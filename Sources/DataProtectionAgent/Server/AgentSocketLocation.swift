@@ -9,6 +9,7 @@ public enum AgentSocketLocation {
     /// The socket path for the store whose device directory is `deviceDirectory`.
     ///
     /// - Parameters:
+    ///   - deviceDirectory: the store's device directory.
     ///   - storeIdentifier: the store's identifier (`ProtectedStore.identifier(ofDataDirectory:)`);
     ///     `nil` for a store made before identifiers, whose socket stays in its device directory.
     ///   - environment: where `XDG_RUNTIME_DIR` is read.

@@ -22,7 +22,7 @@ import Foundation
 ///
 /// A timeline is a value: each method returns a copy with one more step. Every
 /// step takes an `expect:` (default `.ok`: it must succeed). ``run(using:)``
-/// returns the ``ScenarioResult``; ``assertPasses(using:)`` (in the DataProtectionScenarioTesting module, when Swift Testing
+/// returns the ``ScenarioResult``; `assertPasses(using:)` (in the DataProtectionScenarioTesting module, when Swift Testing
 /// is available) records a failure as an issue at the failing step's call.
 public struct Timeline: Sendable {
     /// The scenario built so far.

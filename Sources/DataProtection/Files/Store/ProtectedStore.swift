@@ -48,7 +48,7 @@ public final class ProtectedStore: Sendable {
     }
 
     /// A store in `directory`, protected by `device`. The directory is created if needed.
-    /// The store's files go through the device's file system (see ``FileSystem``).
+    /// The store's files go through the device's file system (the one the device was opened with).
     public init(directory: URL, device: Device) throws(DataProtectionError) {
         self.device = device
         self.directory = directory
