@@ -159,7 +159,8 @@ let package = Package(
         ),
         .testTarget(
             name: "DataProtectionTests",
-            dependencies: ["DataProtection", "SodiumBridge", "DataProtectionFuzzing", "DataProtectionScenarios", "DataProtectionSQLite"]
+            dependencies: ["DataProtection", "SodiumBridge", "DataProtectionFuzzing", "DataProtectionScenarios", "DataProtectionSQLite",
+                           .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "DataProtectionScenariosTests",

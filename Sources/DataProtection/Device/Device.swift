@@ -34,7 +34,8 @@ public final class Device: Sendable {
     let transition = NSRecursiveLock()
     let core: Locked<Core>
     let subscribers = Locked(Subscribers())
-    let logger = Logger(label: "DataProtection.Device")
+    /// ``DeviceConfiguration/logger``.
+    var logger: Logger { configuration.logger }
 
     /// Everything that changes with the lock state.
     struct Core: Sendable {
@@ -127,7 +128,7 @@ public final class Device: Sendable {
             booted = try Self.createFresh(files: files, hierarchy: hierarchy,
                                           passcode: (passcode, try configuration.passcodeCost.parameters()))
         } else {
-            booted = try Self.boot(files: files, hierarchy: hierarchy, now: clock.now, logger: logger)
+            booted = try Self.boot(files: files, hierarchy: hierarchy, now: clock.now, logger: configuration.logger)
         }
         self.files = files
         self.hierarchy = hierarchy

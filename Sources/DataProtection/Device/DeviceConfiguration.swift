@@ -1,3 +1,4 @@
+import Logging
 import SodiumBridge
 
 /// The tunable rules of a ``Device``.
@@ -15,6 +16,17 @@ public struct DeviceConfiguration: Sendable, Hashable {
     /// of this process) owns its directory, before failing with
     /// ``DataProtectionError/Code/storeBusy`` (default 30 s; `.zero`: do not wait).
     public var ownershipTimeout: Duration
+    /// Where the device and its store log, through swift-log (default: a logger labelled
+    /// `DataProtection.Device`, routed by whatever `LoggingSystem` the program bootstrapped).
+    ///
+    /// What is logged, never a key, a passcode or file content: `error` when a file could
+    /// not be flushed before its class key was discarded, at a restart, or when the store
+    /// could not be prepared after an erase; `warning` when the attempt counter is missing
+    /// or forged (the longest delay applies); `notice` when boot completes an interrupted
+    /// erase or key rotation, or migrates an old store layout; `debug` for every lock,
+    /// unlock, key discard, restart, erase, passcode change and failed attempt. Not part of
+    /// equality: two configurations with different loggers are the same rules.
+    public var logger: Logger
 
     /// The default rules, optionally changed.
     public init(
@@ -22,13 +34,29 @@ public struct DeviceConfiguration: Sendable, Hashable {
         inactivityPeriod: Duration = .seconds(48 * 3600),
         eraseAfterFailedAttempts: Int? = nil,
         passcodeCost: PasscodeCost = .standard,
-        ownershipTimeout: Duration = .seconds(30)
+        ownershipTimeout: Duration = .seconds(30),
+        logger: Logger = Logger(label: "DataProtection.Device")
     ) {
         self.gracePeriod = gracePeriod
         self.inactivityPeriod = inactivityPeriod
         self.eraseAfterFailedAttempts = eraseAfterFailedAttempts
         self.passcodeCost = passcodeCost
         self.ownershipTimeout = ownershipTimeout
+        self.logger = logger
+    }
+
+    public static func == (lhs: DeviceConfiguration, rhs: DeviceConfiguration) -> Bool {
+        lhs.gracePeriod == rhs.gracePeriod && lhs.inactivityPeriod == rhs.inactivityPeriod
+            && lhs.eraseAfterFailedAttempts == rhs.eraseAfterFailedAttempts && lhs.passcodeCost == rhs.passcodeCost
+            && lhs.ownershipTimeout == rhs.ownershipTimeout
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(gracePeriod)
+        hasher.combine(inactivityPeriod)
+        hasher.combine(eraseAfterFailedAttempts)
+        hasher.combine(passcodeCost)
+        hasher.combine(ownershipTimeout)
     }
 
     func validate() throws(DataProtectionError) {
