@@ -11,6 +11,7 @@ public struct SocketError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The `errno` value.
     public let errno: Int32
 
+    /// A failed call and its `errno`.
     public init(_ operation: String, errno: Int32) {
         self.operation = operation
         self.errno = errno

@@ -12,6 +12,7 @@ public struct DeviceInstant: Comparable, Hashable, Sendable, CustomStringConvert
     /// The clock's origin.
     public static let zero = DeviceInstant(nanoseconds: 0)
 
+    /// Whether `lhs` comes before `rhs`.
     public static func < (lhs: DeviceInstant, rhs: DeviceInstant) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
 
     /// The instant `duration` later (saturating).

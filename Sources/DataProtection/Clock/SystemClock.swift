@@ -10,12 +10,14 @@ public final class SystemClock: DeviceClock {
     /// Creates a system clock.
     public init() {}
 
+    /// The current instant.
     public var now: DeviceInstant {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
         return DeviceInstant(nanoseconds: Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec))
     }
 
+    /// Runs `action` at `deadline` (or at once if it has passed), unless the returned token is cancelled first.
     public func wake(at deadline: DeviceInstant, _ action: @escaping @Sendable () -> Void) -> ClockWakeToken {
         let token = ClockWakeToken()
         let delay = max(0, deadline.nanoseconds - now.nanoseconds)

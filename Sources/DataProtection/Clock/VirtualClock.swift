@@ -26,8 +26,10 @@ public final class VirtualClock: DeviceClock {
         state = Locked(State(now: start))
     }
 
+    /// The current instant.
     public var now: DeviceInstant { state.withLock { $0.now } }
 
+    /// Runs `action` at `deadline` (or at once if it has passed), unless the returned token is cancelled first.
     public func wake(at deadline: DeviceInstant, _ action: @escaping @Sendable () -> Void) -> ClockWakeToken {
         let token = ClockWakeToken()
         state.withLock { state in

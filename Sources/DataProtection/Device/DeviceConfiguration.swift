@@ -45,12 +45,14 @@ public struct DeviceConfiguration: Sendable, Hashable {
         self.logger = logger
     }
 
+    /// The same rules (the logger is not compared).
     public static func == (lhs: DeviceConfiguration, rhs: DeviceConfiguration) -> Bool {
         lhs.gracePeriod == rhs.gracePeriod && lhs.inactivityPeriod == rhs.inactivityPeriod
             && lhs.eraseAfterFailedAttempts == rhs.eraseAfterFailedAttempts && lhs.passcodeCost == rhs.passcodeCost
             && lhs.ownershipTimeout == rhs.ownershipTimeout
     }
 
+    /// Hashes the rules (not the logger).
     public func hash(into hasher: inout Hasher) {
         hasher.combine(gracePeriod)
         hasher.combine(inactivityPeriod)

@@ -15,14 +15,17 @@ public final class AgentDevice: DeviceControlling {
         try AgentStore.decode(try connection.call(.status), AgentStatus.decode)
     }
 
+    /// The agent's lock state.
     public var state: DeviceState {
         get throws(DataProtectionError) { try status().state }
     }
 
+    /// Whether a passcode is set.
     public var hasPasscode: Bool {
         get throws(DataProtectionError) { try status().passcodeSet }
     }
 
+    /// The consecutive failed passcode attempts.
     public var failedPasscodeAttempts: Int {
         get throws(DataProtectionError) { try status().failedPasscodeAttempts }
     }
@@ -32,30 +35,37 @@ public final class AgentDevice: DeviceControlling {
         get throws(DataProtectionError) { try isAvailable(.complete) }
     }
 
+    /// Whether an existing, closed file of `protectionClass` can be opened now.
     public func isAvailable(_ protectionClass: ProtectionClass) throws(DataProtectionError) -> Bool {
         try status().availableClasses.contains(protectionClass)
     }
 
+    /// Unlocks the agent's device with `passcode` (`nil`: a bare unlock); a counted attempt.
     public func unlock(passcode: String? = nil) throws(DataProtectionError) {
         try empty(.unlock(passcode: passcode))
     }
 
+    /// Locks the agent's device.
     public func lock() throws(DataProtectionError) {
         try empty(.lock)
     }
 
+    /// Sets a passcode where there is none.
     public func setPasscode(_ newPasscode: String) throws(DataProtectionError) {
         try empty(.setPasscode(newPasscode))
     }
 
+    /// Changes the passcode.
     public func changePasscode(from oldPasscode: String, to newPasscode: String) throws(DataProtectionError) {
         try empty(.changePasscode(from: oldPasscode, to: newPasscode))
     }
 
+    /// Removes the passcode.
     public func removePasscode(_ oldPasscode: String) throws(DataProtectionError) {
         try empty(.removePasscode(oldPasscode))
     }
 
+    /// Erases the agent's device: every file becomes unrecoverable.
     public func erase() throws(DataProtectionError) {
         try empty(.erase)
     }

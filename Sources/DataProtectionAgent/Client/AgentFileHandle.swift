@@ -17,10 +17,12 @@ public final class AgentFileHandle: ProtectedFileHandling {
         self.mode = mode
     }
 
+    /// Reads up to `count` bytes at the offset and advances it; empty at the end of the file.
     public func read(upToCount count: Int) throws(DataProtectionError) -> Data {
         try read(atOffset: nil, upToCount: count)
     }
 
+    /// Reads from the offset to the end of the file.
     public func readToEnd() throws(DataProtectionError) -> Data {
         var data = Data()
         while case let piece = try read(upToCount: AgentWireFormat.maximumInlineData), !piece.isEmpty {
@@ -29,6 +31,7 @@ public final class AgentFileHandle: ProtectedFileHandling {
         return data
     }
 
+    /// Reads up to `count` bytes at `offset` without moving the offset.
     public func read(atOffset offset: UInt64, upToCount count: Int) throws(DataProtectionError) -> Data {
         try read(atOffset: Optional(offset), upToCount: count)
     }
@@ -48,10 +51,12 @@ public final class AgentFileHandle: ProtectedFileHandling {
         return data
     }
 
+    /// Writes at the offset (in append mode: at the end) and advances it.
     public func write<D: DataProtocol>(contentsOf data: D) throws(DataProtectionError) {
         try write(Data(data), atOffset: nil)
     }
 
+    /// Writes at `offset` without moving the offset.
     public func write<D: DataProtocol>(contentsOf data: D, atOffset offset: UInt64) throws(DataProtectionError) {
         try write(Data(data), atOffset: offset)
     }
@@ -66,30 +71,37 @@ public final class AgentFileHandle: ProtectedFileHandling {
         } while start < data.count
     }
 
+    /// Cuts or extends the file to `offset` bytes.
     public func truncate(atOffset offset: UInt64) throws(DataProtectionError) {
         try empty(.truncate(handle: identifier, offset: offset))
     }
 
+    /// Makes every write so far durable.
     public func synchronize() throws(DataProtectionError) {
         try empty(.synchronize(handle: identifier))
     }
 
+    /// The handle's offset.
     public func offset() throws(DataProtectionError) -> UInt64 {
         try AgentStore.decode(try connection.call(.offset(handle: identifier)), AgentReply.u64)
     }
 
+    /// Moves the offset.
     public func seek(toOffset offset: UInt64) throws(DataProtectionError) {
         try empty(.seek(handle: identifier, offset: offset))
     }
 
+    /// Moves the offset to the end of the file and returns it.
     public func seekToEnd() throws(DataProtectionError) -> UInt64 {
         try AgentStore.decode(try connection.call(.seekToEnd(handle: identifier)), AgentReply.u64)
     }
 
+    /// The file's size.
     public func size() throws(DataProtectionError) -> UInt64 {
         try AgentStore.decode(try connection.call(.size(handle: identifier)), AgentReply.u64)
     }
 
+    /// Flushes and closes the handle.
     public func close() throws(DataProtectionError) {
         try empty(.close(handle: identifier))
     }

@@ -48,6 +48,7 @@ public final class AgentStore: ProtectedFileSystem {
 
     // MARK: - Whole files
 
+    /// Writes `data` to the file at `path`, atomically, in the agent (inline up to 1 MiB, else in pieces).
     public func write(_ data: Data, to path: String, protection protectionChoice: ProtectionChoice = .inherited, options: Data.WritingOptions = []) throws(DataProtectionError) {
         let protection = protectionChoice.protectionClass ?? ProtectionClass(writingOptions: options)
         let exclusive = options.contains(.withoutOverwriting)
@@ -70,6 +71,7 @@ public final class AgentStore: ProtectedFileSystem {
         }
     }
 
+    /// Writes a file from the pieces `next` returns, streamed to the agent over a socket pair; a source that fails stores nothing.
     public func write(to path: String, protection protectionChoice: ProtectionChoice, exclusive: Bool, from next: () throws -> Data?) throws {
         let protection = protectionChoice.protectionClass
         let (mine, theirs) = try Self.pair()
@@ -112,6 +114,7 @@ public final class AgentStore: ProtectedFileSystem {
         _ = try connection.call(.writeFile(path: path, protection: protection, exclusive: exclusive, source: .descriptor), passing: descriptor)
     }
 
+    /// The whole content of the file at `path` (larger than 1 MiB: streamed through a socket pair).
     public func contents(atPath path: String) throws(DataProtectionError) -> Data {
         let response = try connection.respond(.readFile(path: path))
         guard case .descriptorNeeded(let size) = response else {
@@ -147,6 +150,7 @@ public final class AgentStore: ProtectedFileSystem {
 
     // MARK: - Items
 
+    /// Type, size, class and dates of the item at `path`.
     public func attributesOfItem(atPath path: String) throws(DataProtectionError) -> ProtectedItemAttributes {
         try Self.decode(try connection.call(.attributes(path: path)), ProtectedItemAttributes.decode)
     }
@@ -163,35 +167,42 @@ public final class AgentStore: ProtectedFileSystem {
         return true
     }
 
+    /// The names directly inside the directory at `path`.
     public func contentsOfDirectory(atPath path: String) throws(DataProtectionError) -> [String] {
         try Self.decode(try connection.call(.list(path: path)), AgentReply.names)
     }
 
+    /// Creates a directory (and, by default, its missing parents).
     public func createDirectory(atPath path: String, withIntermediateDirectories: Bool = true, protection protectionChoice: ProtectionChoice = .inherited)
         throws(DataProtectionError) {
         let protection = protectionChoice.protectionClass
         try empty(.createDirectory(path: path, intermediates: withIntermediateDirectories, protection: protection))
     }
 
+    /// Removes a file or an empty directory.
     public func removeItem(atPath path: String) throws(DataProtectionError) {
         try empty(.remove(path: path))
     }
 
+    /// Moves or renames a file or directory.
     public func moveItem(atPath source: String, toPath destination: String) throws(DataProtectionError) {
         try empty(.move(from: source, to: destination))
     }
 
+    /// Copies a file (re-encrypted under `protection`, else the source's class).
     public func copyItem(atPath source: String, toPath destination: String, protection protectionChoice: ProtectionChoice = .inherited) throws(DataProtectionError) {
         let protection = protectionChoice.protectionClass
         try empty(.copy(from: source, to: destination, protection: protection))
     }
 
+    /// Changes the class of a file (re-encrypting its key) or a directory.
     public func setProtectionClass(_ protectionClass: ProtectionClass, ofItemAtPath path: String) throws(DataProtectionError) {
         try empty(.setProtection(path: path, protection: protectionClass))
     }
 
     // MARK: - Handles
 
+    /// Opens a handle, which lives in the agent, on the file at `path`.
     public func openFile(atPath path: String, mode: ProtectedFileHandle.Mode = .update, create: Bool = false, protection protectionChoice: ProtectionChoice = .inherited)
         throws(DataProtectionError) -> AgentFileHandle {
         let protection = protectionChoice.protectionClass

@@ -89,6 +89,7 @@ public struct AgentEvent: Sendable, Hashable {
     /// When the agent posted it.
     public var date: Date { Date(timeIntervalSince1970: Double(nanosecondsSince1970) / 1e9) }
 
+    /// An event as the wire carries it.
     public init(notification: DeviceNotification, nanosecondsSince1970: Int64) {
         self.notification = notification
         self.nanosecondsSince1970 = nanosecondsSince1970
@@ -122,6 +123,7 @@ public struct AgentStatus: Sendable, Hashable {
     /// The agent's process identifier.
     public var agentProcessIdentifier: Int32
 
+    /// A status with every field given.
     public init(state: DeviceState, passcodeSet: Bool, failedPasscodeAttempts: Int, nextAttemptAllowedIn: Duration?,
                 autoLock: Duration?, autoLockIn: Duration?, keyDiscardIn: Duration?, availableClasses: [ProtectionClass],
                 agentProcessIdentifier: Int32) {

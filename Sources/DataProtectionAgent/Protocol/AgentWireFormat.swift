@@ -30,7 +30,9 @@ public enum AgentWireFormat {
 
 /// A frame or field that breaks the protocol: the connection that sent it is closed.
 public struct AgentProtocolViolation: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What was wrong with the frame.
     public let reason: String
+    /// A violation, described.
     public init(_ reason: String) { self.reason = reason }
     public var description: String { "agent protocol violation: \(reason)" }
 }

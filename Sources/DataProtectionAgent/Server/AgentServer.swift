@@ -21,6 +21,7 @@ public final class AgentServer: Sendable {
         /// The most connections served at once (more wait in the listen queue).
         public var maximumConnections: Int
 
+        /// The agent's rules: auto-lock after `autoLock` idle (`nil`: never), at most `maximumConnections` served at once.
         public init(autoLock: Duration? = .seconds(300), maximumConnections: Int = 1024) {
             self.autoLock = autoLock
             self.maximumConnections = maximumConnections

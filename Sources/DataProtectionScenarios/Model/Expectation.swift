@@ -51,6 +51,7 @@ public struct AttributeExpectation: Sendable, Hashable, CustomStringConvertible 
     /// `type=file|directory`.
     public var type: ProtectedItemAttributes.ItemType?
 
+    /// The attributes to check; `nil` fields are not checked.
     public init(protectionClass: ProtectionClass? = nil, size: UInt64? = nil, type: ProtectedItemAttributes.ItemType? = nil) {
         self.protectionClass = protectionClass
         self.size = size

@@ -11,6 +11,7 @@ public struct Scenario: Sendable, Hashable {
     /// The statements after `device`, in order.
     public var steps: [Step]
 
+    /// A scenario with its title, where it starts, its device and its steps.
     public init(title: String, location: ScenarioLocation, setup: DeviceSetup = DeviceSetup(), steps: [Step] = []) {
         self.title = title
         self.location = location
@@ -32,6 +33,7 @@ public struct DeviceSetup: Sendable, Hashable {
     /// Where the `device` statement is.
     public var location: ScenarioLocation?
 
+    /// A `device` statement's options (the defaults: no passcode, grace 0, no erase limit, 48 h).
     public init(
         passcode: String? = nil, gracePeriod: Duration = .zero, eraseAfterFailedAttempts: Int? = nil,
         inactivityPeriod: Duration = DeviceConfiguration().inactivityPeriod, location: ScenarioLocation? = nil
@@ -61,6 +63,7 @@ public struct Step: Sendable, Hashable {
     /// The statement as written (the source line without its comment), for reports.
     public var source: String
 
+    /// A step: its action, what it should give, and where it was written.
     public init(_ action: Action, expectation: StepExpectation = .success, location: ScenarioLocation, source: String? = nil) {
         self.action = action
         self.expectation = expectation

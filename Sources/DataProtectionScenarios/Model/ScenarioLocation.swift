@@ -10,6 +10,7 @@ public struct ScenarioLocation: Sendable, Hashable, Codable, CustomStringConvert
     /// For Swift steps: `#filePath`, so test frameworks can point at the call.
     public var filePath: String?
 
+    /// A position in a scenario file (`filePath`: the full path, when known).
     public init(file: String, line: Int, column: Int = 1, filePath: String? = nil) {
         self.file = file
         self.line = line

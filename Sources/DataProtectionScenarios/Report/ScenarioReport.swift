@@ -5,6 +5,7 @@ public struct ScenarioReport: Sendable, Hashable, Codable {
     /// In the order the scenarios were given.
     public var results: [ScenarioResult]
 
+    /// A report of `results`.
     public init(results: [ScenarioResult] = []) { self.results = results }
 
     /// How many passed.

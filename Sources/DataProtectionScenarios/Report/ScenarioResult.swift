@@ -12,6 +12,7 @@ public struct ScenarioFailure: Sendable, Hashable, Codable {
         case expectation
     }
 
+    /// What kind of failure it is.
     public var kind: Kind
     /// Where: the failing statement (for a syntax error, the offending token).
     public var location: ScenarioLocation
@@ -22,6 +23,7 @@ public struct ScenarioFailure: Sendable, Hashable, Codable {
     /// What happened (or, for a syntax error, what was found), e.g. `ok`.
     public var actual: String
 
+    /// A failure, with where it happened and what was expected and got.
     public init(kind: Kind, location: ScenarioLocation, statement: String? = nil, expected: String, actual: String) {
         self.kind = kind
         self.location = location
@@ -47,6 +49,7 @@ public struct ScenarioResult: Sendable, Hashable, Codable {
     /// How many steps ran (the failing one included).
     public var stepsRun: Int
 
+    /// The result of one scenario.
     public init(title: String, location: ScenarioLocation, failure: ScenarioFailure? = nil, stepsRun: Int = 0) {
         self.title = title
         self.location = location
@@ -54,6 +57,7 @@ public struct ScenarioResult: Sendable, Hashable, Codable {
         self.stepsRun = stepsRun
     }
 
+    /// Whether the scenario passed.
     public var passed: Bool { failure == nil }
 
     /// The runner's output line: `PASS <title>`, `FAIL <title> (<file>:<line>): <expected>, <got>`,

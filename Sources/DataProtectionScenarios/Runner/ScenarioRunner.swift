@@ -10,6 +10,7 @@ public struct ScenarioRunner: Sendable {
     /// How many scenarios may run at once (each has its own device, store and clock).
     public var parallelism: Int
 
+    /// A runner that makes its directories under `temporaryDirectory` and runs up to `parallelism` scenarios at once.
     public init(
         temporaryDirectory: URL = FileManager.default.temporaryDirectory,
         parallelism: Int = ProcessInfo.processInfo.activeProcessorCount

@@ -11,6 +11,7 @@ public struct ScenarioSyntaxError: Error, Sendable, Hashable, Codable, CustomStr
     /// What is there instead, e.g. `"10x"` or `end of line`.
     public var found: String
 
+    /// A syntax error at `file:line:column`: what was expected and what was found.
     public init(file: String, line: Int, column: Int, expected: String, found: String) {
         self.file = file
         self.line = line
