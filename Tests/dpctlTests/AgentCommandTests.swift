@@ -174,45 +174,24 @@ struct AgentCommandTests {
     @Test("the agent cannot be read through /proc/<pid>/mem by a process of its own user",
           .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
     func nonDumpable() throws {
-        // Root can read any process's memory through CAP_SYS_PTRACE: without capabilities, a root
-        // process is any other process of one user. A dumpable process of that user is the control.
-        let capless = ["--inh-caps=-all", "--bounding-set=-all", "--"]
-        func setpriv(_ arguments: [String], wait: Bool = true) throws -> Process {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            process.arguments = capless + arguments
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            if wait { process.waitUntilExit() }
-            return process
-        }
-        let control = try setpriv(["/bin/sleep", "30"], wait: false)
+        // Capability-less processes of one user (ProcessProtectionTests): a dumpable one is the control.
+        let control = try ProcessProtectionTests.capless(["/bin/sleep", "30"])
         defer { control.terminate() }
         Thread.sleep(forTimeInterval: 0.2)
-        let readsControl = try setpriv(["/bin/dd", "if=/proc/\(control.processIdentifier)/mem", "of=/dev/null", "bs=1", "count=0"])
-        #expect(readsControl.terminationStatus == 0, "the control process should be readable")
+        #expect(try ProcessProtectionTests.memoryOpens(control.processIdentifier), "the control process should be readable")
 
         let fixture = try StoreFixture()
         try fixture.initialize()
-        let environment = fixture.environment(passcode: nil)
-        let start = Process()
-        start.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        start.arguments = capless + [DPCtlRunner.executable.path, "agent", "start", "--auto-lock", "never"]
-        start.environment = environment
         let output = Pipe()
-        start.standardOutput = output
-        start.standardError = FileHandle.nullDevice
-        try start.run()
+        let start = try ProcessProtectionTests.capless([DPCtlRunner.executable.path, "agent", "start", "--auto-lock", "never"],
+                                                       environment: fixture.environment(passcode: nil), output: output)
         let line = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         start.waitUntilExit()
         let pid = Int32(line.split(separator: " ").dropFirst(3).first?.trimmingCharacters(in: .punctuationCharacters) ?? "") ?? 0
         #expect(pid > 0, "\(line)")
         defer { _ = try? fixture.run(["agent", "stop"], passcode: nil) }
-        let readsAgent = try setpriv(["/bin/dd", "if=/proc/\(pid)/mem", "of=/dev/null", "bs=1", "count=0"])
-        #expect(readsAgent.terminationStatus != 0, "a same-user process opened the agent's memory")
-        let limits = try String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)
-        #expect(limits.split(separator: "\n").first { $0.hasPrefix("Max core file size") }?.contains(" 0 ") == true)
+        #expect(try !ProcessProtectionTests.memoryOpens(pid), "a same-user process opened the agent's memory")
+        #expect(try ProcessProtectionTests.coreLimitIsZero(pid))
     }
 
     @Test("a client killed mid-transfer stores nothing and leaves the agent serving")

@@ -10,13 +10,14 @@ struct ProcessProtectionTests {
     /// CAP_SYS_PTRACE would read any process).
     static let capless = ["--inh-caps=-all", "--bounding-set=-all", "--"]
 
-    static func capless(_ arguments: [String], environment: [String: String]? = nil, input: Pipe? = nil) throws -> Process {
+    /// Starts `arguments` as a capability-less process (standard output to `output`, else nowhere).
+    static func capless(_ arguments: [String], environment: [String: String]? = nil, input: Pipe? = nil, output: Pipe? = nil) throws -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: setpriv)
         process.arguments = capless + arguments
         if let environment { process.environment = environment }
         process.standardInput = input ?? FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
+        process.standardOutput = output ?? FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
         return process
@@ -27,6 +28,12 @@ struct ProcessProtectionTests {
         let reader = try capless(["/bin/dd", "if=/proc/\(pid)/mem", "of=/dev/null", "bs=1", "count=0"])
         reader.waitUntilExit()
         return reader.terminationStatus == 0
+    }
+
+    /// Whether the core file limit of `pid` is zero.
+    static func coreLimitIsZero(_ pid: Int32) throws -> Bool {
+        let limits = try String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)
+        return limits.split(separator: "\n").first { $0.hasPrefix("Max core file size") }?.contains(" 0 ") == true
     }
 
     @Test("a one-shot command holding the device unlocked cannot be read or dumped; a dumpable process can",
@@ -43,8 +50,7 @@ struct ProcessProtectionTests {
         Thread.sleep(forTimeInterval: 0.5)
         #expect(try Self.memoryOpens(control.processIdentifier), "the control must be readable for the test to mean anything")
         #expect(try !Self.memoryOpens(put.processIdentifier), "a same-user process opened dpctl's memory")
-        let limits = try String(contentsOfFile: "/proc/\(put.processIdentifier)/limits", encoding: .utf8)
-        #expect(limits.split(separator: "\n").first { $0.hasPrefix("Max core file size") }?.contains(" 0 ") == true)
+        #expect(try Self.coreLimitIsZero(put.processIdentifier))
         try input.fileHandleForWriting.write(contentsOf: Data("payload".utf8))
         try input.fileHandleForWriting.close()
         put.waitUntilExit()
