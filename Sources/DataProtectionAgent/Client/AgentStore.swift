@@ -141,8 +141,15 @@ public final class AgentStore: ProtectedFileSystem {
         return data
     }
 
+    /// Whether `error` says that the output of ``copyContents(atPath:to:)`` lost its reader
+    /// (a pipe closed early): for a command line, a reason to end quietly.
+    public static func isOutputClosed(_ error: DataProtectionError) -> Bool {
+        error.code == .ioFailure && error.message == AgentWireFormat.outputClosed.message
+    }
+
     /// Writes the file at `path` into `descriptor` (a local file, pipe, terminal): the agent
-    /// writes it directly. Returns the number of bytes written.
+    /// writes it directly. Returns the number of bytes written. A pipe whose reader went away
+    /// fails with an error for which ``isOutputClosed(_:)`` is true.
     @discardableResult
     public func copyContents(atPath path: String, to descriptor: FileDescriptor) throws(DataProtectionError) -> UInt64 {
         try Self.decode(try connection.call(.readFile(path: path), passing: descriptor), AgentReply.u64)

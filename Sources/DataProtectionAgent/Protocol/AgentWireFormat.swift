@@ -16,6 +16,10 @@ public enum AgentWireFormat {
     /// The most handles one client may hold open at once.
     public static let maximumHandlesPerClient = 1024
 
+    /// The failure of a `readFile` whose output lost its reader (a pipe closed early, as in
+    /// `dpctl cat big | head`): see ``AgentStore/isOutputClosed(_:)``.
+    static let outputClosed = DataProtectionError(.ioFailure, "The output was closed before the end of the file (broken pipe).")
+
     /// Protection classes on the wire: 0 is "no class given".
     static let classes: [ProtectionClass] = [
         .complete, .completeUnlessOpen, .completeUntilFirstUserAuthentication, .completeWhenUserInactive, .none,

@@ -168,6 +168,8 @@ extension AgentSession {
         while case let piece = try handle.read(upToCount: AgentWireFormat.maximumInlineData), !piece.isEmpty {
             do {
                 _ = try piece.withUnsafeBytes { try descriptor.writeAll($0) }
+            } catch Errno.brokenPipe {
+                throw AgentWireFormat.outputClosed
             } catch {
                 throw DataProtectionError(.ioFailure, "Cannot write to the client's output: \(error).")
             }

@@ -47,7 +47,11 @@ struct Transfer {
     /// file's descriptor (passed over its socket), with no copy through this process.
     private func run(through agent: AgentStore, to output: String?) throws {
         guard let output, output != "-" else {
-            try agent.copyContents(atPath: path, to: .standardOutput)
+            do {
+                try agent.copyContents(atPath: path, to: .standardOutput)
+            } catch where AgentStore.isOutputClosed(error) {
+                throw OutputClosed()  // `dpctl cat big | head`: the reader had enough
+            }
             return
         }
         let file = try OutputFile.open(output)
