@@ -160,20 +160,27 @@ extension AgentSession {
             agentProcessIdentifier: getpid())
     }
 
-    /// Streams the file at `path` into `descriptor` (the client's file, pipe or socket).
+    /// Streams the file at `path` into `descriptor` (the client's file, pipe or socket),
+    /// writing each piece behind while the next one is read and decrypted.
     private func copy(_ path: String, to descriptor: FileDescriptor) throws(DataProtectionError) -> UInt64 {
         let handle = try store.fileHandle(forReadingAtPath: path)
         defer { try? handle.close() }
+        let output = PipelinedOutput(descriptor, describe: "the client's output")
+        // Nothing queued may outlive this call: the caller closes the descriptor next.
+        defer { try? output.finish() }
         var total: UInt64 = 0
-        while case let piece = try handle.read(upToCount: AgentWireFormat.maximumInlineData), !piece.isEmpty {
-            do {
-                _ = try piece.withUnsafeBytes { try descriptor.writeAll($0) }
-            } catch Errno.brokenPipe {
-                throw AgentWireFormat.outputClosed
-            } catch {
-                throw DataProtectionError(.ioFailure, "Cannot write to the client's output: \(error).")
+        do {
+            while case let piece = try handle.read(upToCount: AgentWireFormat.maximumInlineData), !piece.isEmpty {
+                try output.write(piece)
+                total += UInt64(piece.count)
             }
-            total += UInt64(piece.count)
+            try output.finish()
+        } catch is OutputClosed {
+            throw AgentWireFormat.outputClosed
+        } catch let error as DataProtectionError {
+            throw error
+        } catch {
+            throw DataProtectionError(.ioFailure, "Cannot write to the client's output: \(error).")
         }
         return total
     }

@@ -1,27 +1,27 @@
-import DataProtection
 import Dispatch
 import Foundation
 import SodiumBridge
 import SystemPackage
 
-/// Writes pieces to a local file or standard output on a background queue, so
+/// Writes pieces to a local file, standard output or a client's descriptor (`dpctl get`,
+/// the agent's `readFile`) on a background queue, so
 /// that the next piece is read and decrypted meanwhile. At most `depth` pieces
 /// wait (constant memory); the first write error is kept, later pieces are
 /// dropped, and ``write(_:)`` or ``finish()`` throws it.
 ///
 /// Every write error is a ``DataProtectionError`` (`ioFailure`), except a reader
 /// that went away (`EPIPE`: `dpctl cat big | head`), which is ``OutputClosed``.
-final class PipelinedOutput: @unchecked Sendable {
+package final class PipelinedOutput: @unchecked Sendable {
     private let descriptor: FileDescriptor
     private let describe: String
-    private let queue = DispatchQueue(label: "dpctl.output", qos: .userInitiated)
+    private let queue = DispatchQueue(label: "DataProtection.output", qos: .userInitiated)
     private let slots: DispatchSemaphore
     private let lock = NSLock()
     private var failure: (any Error)?
     private var written: Int64 = 0
 
     /// Output to `descriptor`; `describe` names it in errors (`standard output`, a path).
-    init(_ descriptor: FileDescriptor, describe: String, depth: Int = 3) {
+    package init(_ descriptor: FileDescriptor, describe: String, depth: Int = 3) {
         self.descriptor = descriptor
         self.describe = describe
         slots = DispatchSemaphore(value: depth)
@@ -32,7 +32,7 @@ final class PipelinedOutput: @unchecked Sendable {
     // caller gave up), where a `queue.sync` would wait for itself: libdispatch traps (SIGILL).
 
     /// Queues `piece`; throws an earlier write's error.
-    func write(_ piece: Data) throws {
+    package func write(_ piece: Data) throws {
         slots.wait()
         if let failure = lock.withLock({ failure }) {
             slots.signal()
@@ -55,7 +55,7 @@ final class PipelinedOutput: @unchecked Sendable {
     }
 
     /// Waits for every queued piece, then throws the first write error.
-    func finish() throws {
+    package func finish() throws {
         queue.sync {}
         if let failure = lock.withLock({ failure }) { throw failure }
     }
@@ -71,4 +71,6 @@ final class PipelinedOutput: @unchecked Sendable {
 
 /// The reader of standard output went away (`EPIPE`): the command stops quietly, with status 0,
 /// as one whose reader has all it wanted (`dpctl cat big | head -c 10`).
-struct OutputClosed: Error {}
+package struct OutputClosed: Error {
+    package init() {}
+}

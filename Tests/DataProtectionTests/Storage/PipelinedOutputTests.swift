@@ -1,7 +1,7 @@
 import Foundation
 import SystemPackage
 import Testing
-@testable import dpctl
+@testable import DataProtection
 
 @Suite struct PipelinedOutputTests {
     /// Regression: the output waited for its queue in deinit; when the caller let it go while a
