@@ -130,6 +130,26 @@ struct AgentClientTests {
         }
     }
 
+    @Test("beyond the connection limit, a client waits until another leaves, then is served")
+    func connectionLimit() throws {
+        let fixture = try AgentFixture(maximumConnections: 2)
+        defer { fixture.tearDown() }
+        var first: AgentStore? = try fixture.client()
+        let second = try fixture.client()
+        let third = Locked<AgentStore?>(nil)
+        let served = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            third.withLock { $0 = try? fixture.client() }
+            served.signal()
+        }
+        #expect(served.wait(timeout: .now() + 0.5) == .timedOut, "a third connection was served beyond the limit of 2")
+        first?.close()
+        first = nil
+        #expect(served.wait(timeout: .now() + 10) == .success)
+        #expect(try third.withLock { $0 }?.status().state == .booted)
+        #expect(try second.status().state == .booted)
+    }
+
     @Test("100 clients at once, each with its own connection")
     func hundredConcurrentClients() throws {
         try withAgent { agent in

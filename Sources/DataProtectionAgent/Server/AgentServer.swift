@@ -44,7 +44,6 @@ public final class AgentServer: Sendable {
         var lastActivity = ContinuousClock.now
         var connections: [ObjectIdentifier: UnixSocket] = [:]
         var stopping = false
-        var stopped = false
     }
 
     /// Starts listening at `socketPath` for `store` (served once ``run()`` is called).
@@ -72,6 +71,11 @@ public final class AgentServer: Sendable {
     public func run() {
         Thread.detachNewThread { [self] in autoLockLoop() }
         while !state.withLock({ $0.stopping }) {
+            // At the limit, accept nothing: the next connections wait in the listen queue.
+            if state.withLock({ $0.connections.count >= configuration.maximumConnections }) {
+                Thread.sleep(forTimeInterval: 0.01)
+                continue
+            }
             let connection: UnixSocket
             do {
                 connection = try listener.accept()
@@ -84,7 +88,7 @@ public final class AgentServer: Sendable {
                 continue
             }
             let admitted = state.withLock { state in
-                guard !state.stopping, state.connections.count < configuration.maximumConnections else { return false }
+                guard !state.stopping else { return false }
                 state.connections[ObjectIdentifier(connection)] = connection
                 return true
             }
@@ -131,7 +135,6 @@ public final class AgentServer: Sendable {
         }
         // Last: the socket's going tells a waiting `dpctl agent stop` that the reboot is done.
         unlink(socketPath)
-        state.withLock { $0.stopped = true }
     }
 
     // MARK: - Activity and auto-lock
