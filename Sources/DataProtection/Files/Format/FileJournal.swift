@@ -44,11 +44,13 @@ package struct FileJournal: Sendable {
 
     /// Whether the journal's length, allocation and entries fit the geometry of
     /// `header` (the file it applies to): applying one that does not would compute
-    /// record offsets beyond what a file can hold.
+    /// record offsets beyond what a file can hold (`Keys/file-format.md` §9.2). Entries
+    /// come in strictly increasing index order, as the writer writes them.
     func fits(_ header: FileHeader) -> Bool {
         allocatedRecords <= header.maximumRecords
             && header.records(forLength: length) <= allocatedRecords
             && entries.allSatisfy { $0.index < allocatedRecords && $0.record.count <= header.recordStride }
+            && zip(entries, entries.dropFirst()).allSatisfy { $0.index < $1.index }  // increasing: no index twice
     }
 
     /// The journal, or `nil` when it is torn or does not belong to this file.

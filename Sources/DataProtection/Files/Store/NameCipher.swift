@@ -38,7 +38,9 @@ package enum NameCipher {
             guard let plaintext = try? XChaCha20Poly1305.open(Data(data.dropFirst(24)), using: nameKey, nonce: Data(nonce),
                                                                authenticating: Data("DPNM".utf8) + directoryID),
                   ConstantTime.equals(BLAKE2b.mac(byteCount: 24, key: sivKey, [.data(directoryID), .data(plaintext)]), Data(nonce)),
-                  let name = String(data: plaintext, encoding: .utf8)
+                  let name = String(data: plaintext, encoding: .utf8),
+                  // A name no writer could have made (file-format.md §10.1) does not decrypt either.
+                  (1...149).contains(plaintext.count), name != ".", name != "..", !plaintext.contains(0x2F), !plaintext.contains(0)
             else { return nil }
             return name
         }
