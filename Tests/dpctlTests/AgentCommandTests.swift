@@ -201,22 +201,10 @@ struct AgentCommandTests {
         #expect(try agent.run(["unlock"], passcode: "1234").status == 0)
         let big = try agent.fixture.localFile("big", Data(repeating: 7, count: 8 << 20))
         #expect(try agent.run(["put", big.path, "big"]).status == 0)
-        let process = Process()
-        process.executableURL = DPCtlRunner.executable
-        process.arguments = ["cat", "big"]
-        process.environment = agent.fixture.environment(passcode: nil)
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        #expect(try output.fileHandleForReading.read(upToCount: 10)?.count == 10)
-        try output.fileHandleForReading.close()
-        let errorData = error.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
-        #expect(errorData.isEmpty, "\(String(decoding: errorData, as: UTF8.self))")
+        let result = try DPCtlRunner.readingThenClosing(10, ["cat", "big"], environment: agent.fixture.environment(passcode: nil))
+        #expect(result.read == 10)
+        #expect(result.status == 0)
+        #expect(result.standardError.isEmpty, "\(result.standardError)")
     }
 
     @Test("a client killed mid-transfer stores nothing and leaves the agent serving")

@@ -62,4 +62,26 @@ struct DPCtlRunner {
             standardOutput: String(decoding: outputData, as: UTF8.self),
             standardError: String(decoding: errorData, as: UTF8.self))
     }
+
+    /// Runs `dpctl arguments`, reads `count` bytes of its standard output, then closes the
+    /// pipe (as `| head -c <count>` does) and waits: the bytes read, the exit status, and
+    /// what it printed on standard error.
+    static func readingThenClosing(_ count: Int, _ arguments: [String], environment: [String: String])
+        throws -> (read: Int, status: Int32, standardError: String) {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        process.environment = environment
+        let output = Pipe()
+        let error = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let read = try output.fileHandleForReading.read(upToCount: count)?.count ?? 0
+        try output.fileHandleForReading.close()
+        let errorData = error.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (read, process.terminationReason == .exit ? process.terminationStatus : -1, String(decoding: errorData, as: UTF8.self))
+    }
 }

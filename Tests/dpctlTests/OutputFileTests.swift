@@ -118,24 +118,10 @@ struct OutputFileTests {
     @Test("a closed pipe (cat big | head -c 10) ends quietly with status 0")
     func closedPipe() throws {
         let (fixture, _) = try Self.prepared()
-        let process = Process()
-        process.executableURL = DPCtlRunner.executable
-        process.arguments = ["cat", "f"]
-        process.environment = fixture.environment(passcode: "1234")
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let first = try output.fileHandleForReading.read(upToCount: 10)
-        #expect(first?.count == 10)
-        try output.fileHandleForReading.close()
-        let errorData = error.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        #expect(process.terminationReason == .exit)
-        #expect(process.terminationStatus == 0)
-        #expect(errorData.isEmpty, "\(String(decoding: errorData, as: UTF8.self))")
+        let result = try DPCtlRunner.readingThenClosing(10, ["cat", "f"], environment: fixture.environment(passcode: "1234"))
+        #expect(result.read == 10)
+        #expect(result.status == 0)
+        #expect(result.standardError.isEmpty, "\(result.standardError)")
     }
 
     @Test("the store directory is 0700 under umask 0; an existing one others can write to is refused (23) with a hint")
