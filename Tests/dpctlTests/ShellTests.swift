@@ -3,10 +3,16 @@ import Testing
 
 @Suite("dpctl shell")
 struct ShellTests {
-    @Test("statements typed into the shell keep one device alive and print each result")
-    func session() throws {
+    /// Runs `dpctl shell --device <device>` with `statements` on standard input.
+    static func shell(_ statements: String, device: String) throws -> DPCtlRunner.Result {
         let input = FileManager.default.temporaryDirectory.appendingPathComponent("dpctl-shell-\(UUID()).txt")
         defer { try? FileManager.default.removeItem(at: input) }
+        try Data(statements.utf8).write(to: input)
+        return try DPCtlRunner.run(["shell", "--device", device], input: input)
+    }
+
+    @Test("statements typed into the shell keep one device alive and print each result")
+    func session() throws {
         let statements = """
             unlock 0000
             unlock 1234
@@ -27,8 +33,7 @@ struct ShellTests {
             quit
             ls /
             """
-        try Data(statements.utf8).write(to: input)
-        let result = try DPCtlRunner.run(["shell", "--device", "device passcode=1234 grace=10s"], input: input)
+        let result = try Self.shell(statements, device: "device passcode=1234 grace=10s")
         #expect(result.status == 0, "stderr: \(result.standardError)")
         let lines = result.standardOutput.split(separator: "\n").map(String.init)
         #expect(lines.count == 14, "\(lines)")
@@ -45,10 +50,8 @@ struct ShellTests {
 
     @Test("help lists the statements; state shows the device, its handles and the clock")
     func helpAndState() throws {
-        let input = FileManager.default.temporaryDirectory.appendingPathComponent("dpctl-shell-\(UUID()).txt")
-        defer { try? FileManager.default.removeItem(at: input) }
-        try Data("help\nunlock 1234\nopen a as h create class=complete mode=append\nlock\nadvance 2s\nstate\n".utf8).write(to: input)
-        let result = try DPCtlRunner.run(["shell", "--device", "device passcode=1234 grace=10s"], input: input)
+        let result = try Self.shell("help\nunlock 1234\nopen a as h create class=complete mode=append\nlock\nadvance 2s\nstate\n",
+                                    device: "device passcode=1234 grace=10s")
         #expect(result.status == 0)
         #expect(result.standardOutput.contains("open <path> as <h> [mode=read|write|update|append] [create] [class=<class>]"))
         // Locked 2 s ago with a 10 s grace period: every key is still there.
@@ -65,8 +68,6 @@ struct ShellTests {
 
     @Test("database statements in the shell: a connection opened on one line is used on the next")
     func databases() throws {
-        let input = FileManager.default.temporaryDirectory.appendingPathComponent("dpctl-shell-\(UUID()).txt")
-        defer { try? FileManager.default.removeItem(at: input) }
         let statements = """
             unlock 1234
             db open app.db as d create class=complete wal
@@ -79,8 +80,7 @@ struct ShellTests {
             d.close
             d.query "SELECT 1"
             """
-        try Data(statements.utf8).write(to: input)
-        let result = try DPCtlRunner.run(["shell", "--device", "device passcode=1234"], input: input)
+        let result = try Self.shell(statements, device: "device passcode=1234")
         #expect(result.status == 0, "stderr: \(result.standardError)")
         let lines = result.standardOutput.split(separator: "\n").map(String.init)
         #expect(lines.count == 10, "\(lines)")
