@@ -86,7 +86,7 @@ enum FilePlaceRecords {
     /// The id of the file in `file`, from its newest well-formed header slot (the id is the
     /// same in every slot; a forged one only fails to bind).
     static func fileIDOf(_ file: DataFileDescriptor) throws(DataProtectionError) -> Data {
-        guard let newest = try OpenFile.readSlots(file).first else {
+        guard let newest = try CommittedFile.readSlots(file).first else {
             throw .integrity("The file has no valid header: it is not a protected file, or it was tampered with.")
         }
         return newest.1.header.fileID

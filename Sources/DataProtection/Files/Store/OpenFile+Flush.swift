@@ -2,10 +2,10 @@ import Foundation
 import SodiumBridge
 import SystemPackage
 
-// Writing an open protected file and its flush protocol (Keys/file-format.md §8): writes
-// go to the chunk cache; a flush seals the cache into records, in place past the committed
-// end, through the file's journal over committed records, then commits them with a header
-// slot, in the order that keeps every power cut recoverable. Every member runs under `lock`.
+// Writing an open protected file, and what its flushes seal: writes go to the chunk cache;
+// a flush chooses the chunks to seal into records (those past the committed end, those
+// replacing committed ones) and hands them to ``CommittedFile``, whose flush protocol
+// writes and commits them (Keys/file-format.md §8.2). Every member runs under `lock`.
 extension OpenFile {
     // MARK: - Writing
 
@@ -120,16 +120,15 @@ extension OpenFile {
         let oldLength = header.length
         let newLength = size
         let hasDirty = cache.values.contains { $0.dirty }
-        let bringToRest = durable && allocatedAhead
+        let bringToRest = durable && disk.allocatedAhead
         guard hasDirty || direct != nil || oldLength != newLength || recordedLength != newLength || bringToRest else {
-            if durable && unsynced {
-                try file.synchronize()
-                unsynced = false
+            if durable {
+                try disk.makeDurable()
+                spares.removeAll()
             }
-            if durable { spares.removeAll() }
             return
         }
-        try requireGenerationsLeft()
+        try disk.requireGenerationsLeft()
         let chunkSize = UInt64(header.chunkSize)
         let oldCount = header.records(forLength: oldLength)
         let newCount = header.records(forLength: newLength)
@@ -167,14 +166,8 @@ extension OpenFile {
             if deferred {
                 // Ahead: appends go on, and each allocation costs an ordering `fsync`.
                 allocated = min(header.maximumRecords, max(allocated, header.allocatedRecords * 2))
-                allocatedAhead = true
             }
-            try writeHeader(length: oldLength, allocated: allocated, keys: keys)
-            // Durable before the records it allows: after a power cut, records on disk
-            // beyond what any header allocates would make the file unreadable. (Every
-            // ordering `fsync` below is made for non-durable flushes too: after a power
-            // cut the file must stay readable; `durable` only adds the last one.)
-            try file.synchronize()
+            try disk.allocate(allocated, ahead: deferred, keys: keys)
         }
         let shift = UInt64(header.chunkShift)
         /// Seals chunk `index` (`length` bytes) into `records` at `position`.
@@ -199,10 +192,7 @@ extension OpenFile {
         var runNext = UInt64.max
         func writeRun() throws(DataProtectionError) {
             guard runBytes > 0 else { return }
-            let offset = header.recordOffset(runStart)
-            try file.write(run, range: 0..<runBytes, at: offset)
-            // The `fsync` that commits them then waits for little more than the last runs.
-            WriteBehind.start(descriptor: file.descriptor.rawValue, offset: offset, count: Int64(runBytes))
+            try disk.writeRecords(run, byteCount: runBytes, from: runStart)
         }
         for index in indices.sorted() {
             let length = header.chunkLength(index, length: newLength)
@@ -232,134 +222,22 @@ extension OpenFile {
         try writeRun()
         recordedLength = newLength
         if deferred {
-            unsynced = true
+            disk.deferredRecordsWritten()
             for (index, entry) in cache where !committedChanges.contains(index) {
                 recycle(entry.buffer)
                 cache.removeValue(forKey: index)
             }
             return
         }
-        // A growth commits the file at rest (what an append allocated ahead, or a crash left
-        // past the end, is cut first); a shrink stays in flight until its `ftruncate`.
-        let committedAllocation = newLength >= oldLength ? newCount : allocated
-        let journalPath = Self.journalPath(for: file.path)
-        var journalDurable = false
         do throws(DataProtectionError) {
-            try commit(overwrites: overwrites, journalPath: journalPath, journalDurable: &journalDurable, oldCount: oldCount,
-                       newCount: newCount, oldLength: oldLength, newLength: newLength, allocated: allocated,
-                       committedAllocation: committedAllocation, durable: durable, keys: keys)
+            try disk.commit(overwrites: overwrites, length: newLength, allocated: allocated, durable: durable, keys: keys)
         } catch {
-            // Once the journal is durable the commit can only go forward: finish it now from the
-            // journal (as the next open would), so that no torn record is ever read in this process.
-            if journalDurable { try? recover() }
+            // The commit may have been finished from its journal: what was read before is not trusted.
+            forgetReads()
             throw error
         }
         wipeCache()
         if durable { spares.removeAll() }
-    }
-
-    /// The commit of a flush: the journal of overwritten records (durable first), the
-    /// overwrites, the header; for a shrink the truncation and its closing header.
-    func commit(
-        overwrites: [FileJournal.Entry], journalPath: FilePath, journalDurable: inout Bool, oldCount: UInt64, newCount: UInt64,
-        oldLength: UInt64, newLength: UInt64, allocated: UInt64, committedAllocation: UInt64, durable: Bool, keys: FileKeys
-    ) throws(DataProtectionError) {
-        if !overwrites.isEmpty {
-            // The journal, once durable, commits the new length when replayed: the records
-            // past the old end must be durable before it, or a power cut could keep the
-            // journal and lose them.
-            if newCount > oldCount { try file.synchronize() }
-            let journal = FileJournal(fileID: header.fileID, baseGeneration: header.generation, length: newLength,
-                                      allocatedRecords: committedAllocation, entries: overwrites)
-            let fileSystem = file.fileSystem
-            try fileSystem.removeFile(at: journalPath)
-            let descriptor = try fileSystem.createFile(at: journalPath)
-            do throws(DataProtectionError) {
-                try fileSystem.write(.data(journal.encoded(macKey: keys.macKey)), to: descriptor, path: journalPath)
-                // Durable before the overwrites it protects: torn records are repaired from it.
-                try fileSystem.synchronize(descriptor, path: journalPath)
-            } catch {
-                try? fileSystem.close(descriptor, path: journalPath)
-                try? fileSystem.removeFile(at: journalPath)
-                throw error
-            }
-            // Closed once, whatever close(2) reports: it releases the descriptor even when it fails, and a
-            // second close would close whatever another thread opened under the same number meanwhile.
-            do throws(DataProtectionError) {
-                try fileSystem.close(descriptor, path: journalPath)
-            } catch {
-                try? fileSystem.removeFile(at: journalPath)
-                throw error
-            }
-            try fileSystem.synchronizeDirectory(at: journalPath.removingLastComponent())
-            journalDurable = true
-            for entry in overwrites {
-                try file.write(entry.record, at: header.recordOffset(entry.index))
-            }
-        }
-        if newLength >= oldLength { try cutStaleRecords(length: newLength, allocated: committedAllocation) }
-        // The records before the header that commits them.
-        try file.synchronize()
-        try writeHeader(length: newLength, allocated: committedAllocation, keys: keys)
-        if newLength < oldLength {
-            // The shrink's header before its `ftruncate`, the `ftruncate` before the header
-            // that ends the shrink: in any other order a power cut could leave a size no
-            // header accepts.
-            try file.synchronize()
-            try file.resize(to: header.physicalSize(forLength: newLength))
-            try file.synchronize()
-            try writeHeader(length: newLength, allocated: newCount, keys: keys)
-        }
-        allocatedAhead = false
-        // The new state before the journal goes.
-        if durable || !overwrites.isEmpty { try file.synchronize() }
-        unsynced = !durable
-        if !overwrites.isEmpty { try file.fileSystem.removeFile(at: journalPath) }
-    }
-
-    /// Before a header that brings the file to rest (`allocated` records, all needed by
-    /// `length`): cuts what an interrupted growth may have left past the exact size, which
-    /// at rest would make the new header fail its size check (and the reader fall back to
-    /// an older slot that no longer matches the records).
-    func cutStaleRecords(length: UInt64, allocated: UInt64) throws(DataProtectionError) {
-        guard allocated == header.records(forLength: length) else { return }
-        let exact = header.physicalSize(forLength: length)
-        if try file.size() > exact { try file.resize(to: exact) }
-    }
-
-    /// Writes the next header into the other slot.
-    func writeHeader(length: UInt64, allocated: UInt64, keys: FileKeys) throws(DataProtectionError) {
-        var next = header
-        next.generation = try Self.generation(after: next.generation)
-        next.length = length
-        next.allocatedRecords = allocated
-        try writeSlot(next, keys: keys)
-    }
-
-    /// The generation after `generation`. A writer adds one per header, so 2^64 cannot be
-    /// reached; only a forged header (or a harness that re-MACs one) gets there.
-    static func generation(after generation: UInt64) throws(DataProtectionError) -> UInt64 {
-        guard generation < UInt64.max else {
-            throw .integrity("The file's header generation is exhausted: it was tampered with.")
-        }
-        return generation + 1
-    }
-
-    /// Refuses, before anything is written, a change that would need more headers than
-    /// the generation counter has left (at most 5: a flush's 3, a class change's 2).
-    func requireGenerationsLeft() throws(DataProtectionError) {
-        guard header.generation <= UInt64.max - 5 else {
-            throw .integrity("The file's header generation is exhausted: it was tampered with.")
-        }
-    }
-
-    func writeSlot(_ next: FileHeader, keys: FileKeys) throws(DataProtectionError) {
-        let target = 1 - slot
-        let encoded = next.encodedSlot(macKey: keys.macKey)
-        try file.write(encoded, at: Int64(target * FileHeader.slotByteCount))
-        header = next
-        slot = target
-        slotMAC = encoded.subdata(in: FileHeader.authenticatedByteCount..<FileHeader.authenticatedByteCount + 32)
     }
 
     /// Wipes the cached chunks (keeping their buffers as spares).

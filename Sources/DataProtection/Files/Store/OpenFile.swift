@@ -6,22 +6,16 @@ import SystemPackage
 /// by whole-file reads while handles are open).
 ///
 /// It holds the file's keys and a small cache of plaintext chunks in secure
-/// memory. Writes land in the cache; a flush seals them into chunk records and
-/// commits them with a header update:
+/// memory. Writes land in the cache; a flush decides which chunks to seal into
+/// records and hands them to the file's ``CommittedFile``, whose flush protocol
+/// writes and commits them in the order that survives a power cut (a crash leaves
+/// the old committed state or the new one, each chunk old or new).
 ///
-/// 1. if the file grows, a header allocating the new records (length unchanged);
-/// 2. records past the committed end, written in place;
-/// 3. records that replace committed ones go to a redo journal first, then in place;
-/// 4. a header with the new length (and for `durable`, `fsync` around it).
+/// A non-durable flush that only appends writes its records and stops there (a
+/// deferred append): they are read back from disk and committed by the next
+/// durable flush.
 ///
-/// A non-durable flush that only appends stops after step 2 (a deferred append):
-/// its records are read back from disk and committed by the next durable flush.
-///
-/// A crash at any instant leaves the old committed state or the new one, each
-/// chunk old or new: a complete journal is replayed when the file is next
-/// opened, a torn one discarded. Layout: `Keys/file-format.md` §8.2.
-///
-/// Reading is in OpenFile+Reading.swift, writing and the flush protocol in
+/// Reading is in OpenFile+Reading.swift, writing and choosing what to seal in
 /// OpenFile+Flush.swift. The mutable state below is reached only under `lock`, which is
 /// what makes the class `Sendable`; it is internal only so that those files reach it.
 final class OpenFile: @unchecked Sendable {
@@ -44,10 +38,8 @@ final class OpenFile: @unchecked Sendable {
     var identity: FileIdentity { lock.locked { currentIdentity } }
     var currentIdentity: FileIdentity
     let lock = NSLock()
-    var file: DataFileDescriptor
-    var header: FileHeader
-    var slot: Int
-    var slotMAC: Data
+    /// The file on disk: descriptor, committed header, and the flush protocol.
+    var disk: CommittedFile
     var keys: FileKeys?
     /// The logical size, including writes not yet flushed.
     var size: UInt64
@@ -71,20 +63,17 @@ final class OpenFile: @unchecked Sendable {
     /// place but not yet committed: read back from there, committed by the next
     /// durable flush or any flush that needs a journal).
     var recordedLength: UInt64
-    /// A deferred append allocated records ahead of the length: the next commit
-    /// brings the file back to rest (exact size, `allocated` = records needed).
-    var allocatedAhead = false
-    /// Flushed without `fsync` since the last durable point.
-    var unsynced = false
     var closed = false
+
+    /// The committed header.
+    var header: FileHeader { disk.header }
+    /// The descriptor.
+    var file: DataFileDescriptor { disk.file }
 
     private init(device: Device, file: DataFileDescriptor, header: FileHeader, slot: Int, slotMAC: Data, keys: FileKeys) throws(DataProtectionError) {
         self.device = device
-        self.file = file
         self.currentIdentity = try file.identity()
-        self.header = header
-        self.slot = slot
-        self.slotMAC = slotMAC
+        self.disk = CommittedFile(file: file, header: header, slot: slot, slotMAC: slotMAC)
         self.keys = keys
         self.size = header.length
         self.recordedLength = header.length
@@ -95,7 +84,7 @@ final class OpenFile: @unchecked Sendable {
         keys?.wipe()
         // `close(flushing:)` already closed the descriptor: closing it again could close a
         // descriptor another thread has just been given the same number.
-        if !closed { file.close() }
+        if !closed { disk.close() }
     }
 
     // MARK: - Opening
@@ -105,7 +94,7 @@ final class OpenFile: @unchecked Sendable {
     static func open(at path: FilePath, device: Device) throws(DataProtectionError) -> OpenFile {
         let file = try DataFileDescriptor.open(path, fileSystem: device.fileSystem)
         do throws(DataProtectionError) {
-            let slots = try readSlots(file)
+            let slots = try CommittedFile.readSlots(file)
             guard !slots.isEmpty else {
                 throw DataProtectionError.integrity("The file has no valid header: it is not a protected file, or it was tampered with.")
             }
@@ -135,29 +124,13 @@ final class OpenFile: @unchecked Sendable {
         }
     }
 
-    /// The parseable header slots, newest first.
-    static func readSlots(_ file: DataFileDescriptor) throws(DataProtectionError) -> [(Int, FileHeader.UnverifiedSlot)] {
-        let region = try file.read(at: 0, count: FileHeader.regionByteCount)
-        guard region.count == FileHeader.regionByteCount else {
-            throw .integrity("The file is shorter than its header: it was truncated.")
-        }
-        var slots: [(Int, FileHeader.UnverifiedSlot)] = []
-        for index in 0..<FileHeader.slotCount {
-            let start = index * FileHeader.slotByteCount
-            if let parsed = FileHeader.parse(slot: region.subdata(in: start..<start + FileHeader.slotByteCount)) {
-                slots.append((index, parsed))
-            }
-        }
-        return slots.sorted { $0.1.header.generation > $1.1.header.generation }
-    }
-
     /// The class and size recorded in the newest well-formed header, read without any key
     /// (for `stat` and listings while locked; authenticated on the next read), if the file
     /// is bound to `place`.
     static func peekHeader(at path: FilePath, place: Place, device: Device) throws(DataProtectionError) -> FileHeader {
         let file = try DataFileDescriptor.open(path, fileSystem: device.fileSystem)
         defer { file.close() }
-        guard let newest = try readSlots(file).first else {
+        guard let newest = try CommittedFile.readSlots(file).first else {
             throw .integrity("The file has no valid header: it is not a protected file, or it was tampered with.")
         }
         try FilePlaceRecords.verify(file, fileID: newest.1.header.fileID, place: place, device: device)
@@ -169,8 +142,7 @@ final class OpenFile: @unchecked Sendable {
     static func adopt(at path: FilePath, header: FileHeader, keys: FileKeys, device: Device) throws(DataProtectionError) -> OpenFile {
         let file = try DataFileDescriptor.open(path, fileSystem: device.fileSystem)
         do throws(DataProtectionError) {
-            let encoded = header.encodedSlot(macKey: keys.macKey)
-            let mac = encoded.subdata(in: FileHeader.authenticatedByteCount..<FileHeader.authenticatedByteCount + 32)
+            let mac = CommittedFile.mac(of: header.encodedSlot(macKey: keys.macKey))
             return try OpenFile(device: device, file: file, header: header, slot: 0, slotMAC: mac, keys: keys)
         } catch {
             file.close()
@@ -184,7 +156,7 @@ final class OpenFile: @unchecked Sendable {
     static func verifiedClass(at path: FilePath, place: Place, device: Device) throws(DataProtectionError) -> ProtectionClass? {
         let file = try DataFileDescriptor.open(path, fileSystem: device.fileSystem)
         defer { file.close() }
-        let slots = try readSlots(file)
+        let slots = try CommittedFile.readSlots(file)
         guard let newest = slots.first else { return nil }
         // A file moved here from elsewhere on disk states nothing about this place.
         do throws(DataProtectionError) {
@@ -224,45 +196,12 @@ final class OpenFile: @unchecked Sendable {
     }
 
     /// Replays a complete journal, discards a torn one, and checks that the
-    /// physical size fits the committed length.
+    /// physical size fits the committed length (``CommittedFile/recover(keys:)``).
     func recover() throws(DataProtectionError) {
-        let keys = self.keys!
         forgetReads()
-        let journalPath = Self.journalPath(for: file.path)
-        if let data = try file.fileSystem.readFile(at: journalPath) {
-            if let journal = FileJournal.decode(data, macKey: keys.macKey, fileID: header.fileID),
-               journal.baseGeneration == header.generation {
-                guard journal.fits(header) else {
-                    throw .integrity("The file's journal describes records outside the file: it was tampered with.")
-                }
-                for entry in journal.entries {
-                    try file.write(entry.record, at: header.recordOffset(entry.index))
-                }
-                try cutStaleRecords(length: journal.length, allocated: journal.allocatedRecords)
-                try writeHeader(length: journal.length, allocated: journal.allocatedRecords, keys: keys)
-                try file.synchronize()
-                size = header.length
-                recordedLength = header.length
-            }
-            try file.fileSystem.removeFile(at: journalPath)
-        }
-        let physical = try file.size()
-        guard physical >= header.physicalSize(forLength: header.length) else {
-            throw .integrity("The file is shorter than its authenticated length: it was truncated.")
-        }
-        // At rest (no growth or shrink in flight) the size is exact: any appended byte is detected.
-        // While one is in flight (more records allocated than the length needs), records written
-        // ahead of their commit are tolerated up to the allocation.
-        let atRest = header.allocatedRecords == header.records(forLength: header.length)
-        let allowed = atRest ? header.physicalSize(forLength: header.length)
-            : Int64(FileHeader.regionByteCount) + Int64(header.allocatedRecords) * Int64(header.recordStride)
-        guard physical <= allowed else {
-            throw .integrity("The file is longer than its authenticated length: data was appended to it.")
-        }
-    }
-
-    static func journalPath(for path: FilePath) -> FilePath {
-        FilePath(path.string + FileJournal.suffix)
+        try disk.recover(keys: keys!)
+        size = header.length
+        recordedLength = header.length
     }
 
     // MARK: - State
@@ -289,8 +228,35 @@ final class OpenFile: @unchecked Sendable {
         try FilePlaceRecords.verify(file, fileID: fileID, place: place, device: device)
     }
 
-    func moved(to path: FilePath) {
-        lock.locked { file = file.moved(to: path) }
+    /// Runs `body`, which renames, replaces or removes files on disk, with no flush of any of
+    /// `files` in progress (their locks held); then each file is found again at the first of its
+    /// candidate paths that names it, or marked unlinked when none does. A flush must never put
+    /// a journal at a path its file is leaving (the file would be found later without the
+    /// journal its torn records need), nor write anything back to a path a removed file left
+    /// (`semantics.md`, "Handles, visibility, durability": its handles go on with the unlinked
+    /// file). The caller holds the store's name-space lock, so no file is opened meanwhile.
+    static func changingPlaces(
+        of files: [(file: OpenFile, candidates: [FilePath])], fileSystem: any FileSystem,
+        _ body: () throws(DataProtectionError) -> Void
+    ) throws(DataProtectionError) {
+        // One order for taking several file locks (nothing else holds two at once).
+        let ordered = files.sorted { ObjectIdentifier($0.file) < ObjectIdentifier($1.file) }
+        for entry in ordered { entry.file.lock.lock() }
+        defer {
+            for entry in ordered {
+                let file = entry.file
+                if !file.closed {
+                    let identity = file.currentIdentity
+                    if let path = entry.candidates.first(where: { (try? fileSystem.status(at: $0))??.identity == identity }) {
+                        if path != file.disk.file.path { file.disk.moved(to: path) }
+                    } else {
+                        file.disk.markUnlinked()
+                    }
+                }
+                file.lock.unlock()
+            }
+        }
+        try body()
     }
 
     /// The file keys, after checking the class key at this instant: a handle of a
@@ -304,7 +270,7 @@ final class OpenFile: @unchecked Sendable {
             throw .unavailable("The \(header.protectionClass) class key is not available: the device is locked.")
         }
         if let keys { return keys }
-        let slot = FileHeader.UnverifiedSlot(header: header, authenticated: header.authenticatedBytes, mac: slotMAC)
+        let slot = FileHeader.UnverifiedSlot(header: header, authenticated: header.authenticatedBytes, mac: disk.slotMAC)
         let keys = try FileKeys.unwrap(slot, device: device)
         self.keys = keys
         return keys
@@ -323,17 +289,9 @@ final class OpenFile: @unchecked Sendable {
     func changeClass(to newClass: ProtectionClass) throws(DataProtectionError) {
         try lock.locked { () throws(DataProtectionError) in
             let keys = try requireKeys()
-            try requireGenerationsLeft()
+            try disk.requireGenerationsLeft()
             try flushLocked(durable: true, keys: keys)
-            var next = header
-            next.protectionClass = newClass
-            try keys.wrap(into: &next, device: device)
-            next.generation = try Self.generation(after: next.generation)
-            try writeSlot(next, keys: keys)
-            try file.synchronize()
-            next.generation = try Self.generation(after: next.generation)
-            try writeSlot(next, keys: keys)
-            try file.synchronize()
+            try disk.rewrap(to: newClass, keys: keys, device: device)
         }
     }
 
@@ -365,25 +323,18 @@ final class OpenFile: @unchecked Sendable {
                 throw error
             }
             wipeCache()
-            file.close()
-            file = replacement
-            let encoded = newHeader.encodedSlot(macKey: newKeys.macKey)
-            header = newHeader
-            slot = 0
-            slotMAC = encoded.subdata(in: FileHeader.authenticatedByteCount..<FileHeader.authenticatedByteCount + 32)
+            disk.replace(with: replacement, header: newHeader, keys: newKeys)
             keys.wipe()
             self.keys = newKeys
             size = newHeader.length
             recordedLength = newHeader.length
-            allocatedAhead = false
-            unsynced = false
         }
     }
 
     /// Whether a durable flush has anything to do: cached writes, a size change, uncommitted
     /// records, or data not yet `fsync`ed.
     var hasPendingWrites: Bool {
-        lock.locked { !closed && (unsynced || allocatedAhead || size != header.length || cache.values.contains { $0.dirty }) }
+        lock.locked { !closed && (disk.unsynced || disk.allocatedAhead || size != header.length || cache.values.contains { $0.dirty }) }
     }
 
     /// The class key is about to go: write out what is cached (durably, with the
@@ -412,7 +363,8 @@ final class OpenFile: @unchecked Sendable {
         }
     }
 
-    /// Closes the file: flushes (durably) unless `flushing` is false (a crash), then wipes everything.
+    /// Closes the file: flushes (durably) unless `flushing` is false (a crash) or the file was
+    /// unlinked (its content goes with it), then wipes everything.
     func close(flushing: Bool) throws(DataProtectionError) {
         try lock.locked { () throws(DataProtectionError) in
             guard !closed else { return }
@@ -421,9 +373,9 @@ final class OpenFile: @unchecked Sendable {
                 releaseBuffers()
                 keys?.wipe()
                 keys = nil
-                file.close()
+                disk.close()
             }
-            if flushing, let keys {
+            if flushing, !disk.unlinked, let keys {
                 try flushLocked(durable: true, keys: keys)
             }
         }

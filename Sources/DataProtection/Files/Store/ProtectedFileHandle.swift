@@ -15,6 +15,12 @@ import SodiumBridge
 /// handles and whole-file reads once synchronized or closed (usually sooner).
 /// A handle is closed by ``close()``, or when the device reboots; dropping the
 /// last reference also closes it.
+///
+/// A handle follows its file, not its path: after a move of the file or of a
+/// directory above it, it reads and writes the same file, and its flushes land
+/// there. After the file is removed (or replaced by a whole-file write), the
+/// handle goes on with the unlinked file until closed, as on POSIX, and nothing
+/// it writes reaches any path.
 public final class ProtectedFileHandle: Sendable {
     /// What a handle may do.
     public enum Mode: String, Sendable, Hashable, CaseIterable {

@@ -90,7 +90,10 @@ extension ProtectedStore {
                 throw DataProtectionError(.fileExists, "\(writer.storePath) already exists.")
             }
             let length = writer.length
-            try writer.commit()
+            // A file replaced while open stays with its handles, unlinked.
+            try changingPlace(of: writer.target, candidates: [writer.target]) { () throws(DataProtectionError) in
+                try writer.commit()
+            }
             return length
         }
     }
@@ -231,8 +234,11 @@ extension ProtectedStore {
             case .missing:
                 throw DataProtectionError(.fileNotFound, "No such file or directory: \(storePath).")
             case .file:
-                try fileSystem.removeFile(at: location.disk)
-                try fileSystem.removeFile(at: OpenFile.journalPath(for: location.disk))
+                // Its handles go on with the unlinked file.
+                try changingPlace(of: location.disk, candidates: [location.disk]) { () throws(DataProtectionError) in
+                    try fileSystem.removeFile(at: location.disk)
+                    try fileSystem.removeFile(at: CommittedFile.journalPath(for: location.disk))
+                }
             case .directory:
                 let entries = try fileSystem.contentsOfDirectory(at: location.disk).filter(Self.isEntryName)
                 guard entries.isEmpty else { throw DataProtectionError(.directoryNotEmpty, "\(storePath) is not empty.") }
@@ -262,19 +268,20 @@ extension ProtectedStore {
                 throw DataProtectionError.invalidArgument("Cannot move \(from) into itself.")
             }
             if origin.kind == .file {
-                let open = openFile(for: origin.disk)
                 try FilePlaceRecords.move(fileAt: origin.disk, from: origin.place, to: target.place, device: device) { () throws(DataProtectionError) in
-                    let journal = OpenFile.journalPath(for: origin.disk)
-                    if let pending = try fileSystem.readFile(at: journal) {
-                        // A crash left a journal the file needs: it must be beside the file at every
-                        // instant, so a durable copy goes first and the original last.
-                        try AtomicFileWriter(fileSystem: fileSystem).write([.data(pending)], to: OpenFile.journalPath(for: target.disk))
-                        try fileSystem.rename(origin.disk, to: target.disk)
-                        try fileSystem.removeFile(at: journal)
-                    } else {
-                        try fileSystem.rename(origin.disk, to: target.disk)
+                    // Handles follow their file; no flush of it runs meanwhile (its journal stays beside it).
+                    try changingPlace(of: origin.disk, candidates: [target.disk, origin.disk]) { () throws(DataProtectionError) in
+                        let journal = CommittedFile.journalPath(for: origin.disk)
+                        if let pending = try fileSystem.readFile(at: journal) {
+                            // A crash left a journal the file needs: it must be beside the file at every
+                            // instant, so a durable copy goes first and the original last.
+                            try AtomicFileWriter(fileSystem: fileSystem).write([.data(pending)], to: CommittedFile.journalPath(for: target.disk))
+                            try fileSystem.rename(origin.disk, to: target.disk)
+                            try fileSystem.removeFile(at: journal)
+                        } else {
+                            try fileSystem.rename(origin.disk, to: target.disk)
+                        }
                     }
-                    open?.moved(to: target.disk)
                     try synchronizeDirectories(of: origin, target)
                 }
             } else {
@@ -299,14 +306,19 @@ extension ProtectedStore {
         let writer = AtomicFileWriter(fileSystem: fileSystem)
         try writer.write([.data(metadata.placed(origin.place, target.place, device: device).encoded(device: device))], to: metadataPath)
         forgetDirectories()
-        try fileSystem.rename(origin.disk, to: target.disk)
-        // Handles follow their files: every open file inside now lives under the new name.
+        // Handles follow their files: every open file inside now lives under the new name (and no
+        // flush of one runs during the rename, or its journal could land under the old name).
+        waitForClosingFiles()
+        var inside: [(file: OpenFile, candidates: [FilePath])] = []
         for file in state.withLock({ $0.openFiles.values.map(\.file) }) {
             let path = file.path
             guard path.starts(with: origin.disk) else { continue }
             var moved = target.disk
             for component in path.components.dropFirst(origin.disk.components.count) { moved.append(component) }
-            file.moved(to: moved)
+            inside.append((file, [moved, path]))
+        }
+        try OpenFile.changingPlaces(of: inside, fileSystem: fileSystem) { () throws(DataProtectionError) in
+            try fileSystem.rename(origin.disk, to: target.disk)
         }
         try synchronizeDirectories(of: origin, target)
         try writer.write([.data(metadata.placed(target.place, target.place, device: device).encoded(device: device))],

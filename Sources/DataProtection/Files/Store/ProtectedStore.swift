@@ -366,6 +366,27 @@ public final class ProtectedStore: Sendable {
         }
     }
 
+    /// Runs `body`, which renames, replaces or removes the file at `disk`, with no flush of it
+    /// in progress (``OpenFile/changingPlaces(of:fileSystem:_:)``); an open file there is then
+    /// found at the first of `candidates` that names it, or marked unlinked. A file being
+    /// closed (its last flush runs outside the name-space lock) is waited for first.
+    func changingPlace(
+        of disk: FilePath, candidates: [FilePath], _ body: () throws(DataProtectionError) -> Void
+    ) throws(DataProtectionError) {
+        waitForClosingFiles()
+        let open = openFile(for: disk).map { [(file: $0, candidates: candidates)] } ?? []
+        try OpenFile.changingPlaces(of: open, fileSystem: fileSystem, body)
+    }
+
+    /// Waits until no file is being opened or closed outside the name-space lock (the caller
+    /// holds it, so none can start meanwhile): a file closing runs its last flush, whose
+    /// journal must stay beside it.
+    func waitForClosingFiles() {
+        settled.lock()
+        defer { settled.unlock() }
+        while state.withLock({ !$0.settling.isEmpty }) { settled.wait() }
+    }
+
     func openFile(for disk: FilePath) -> OpenFile? {
         guard let identity = try? identity(of: disk) else { return nil }
         return state.withLock { $0.openFiles[identity]?.file }
