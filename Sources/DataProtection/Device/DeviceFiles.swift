@@ -116,7 +116,7 @@ struct DeviceFiles: Sendable {
 
     /// The phase of an erase under way, `nil` if none.
     func readErasing() throws(DataProtectionError) -> ErasePhase? {
-        guard let contents = try fileSystem.readFile(at: erasing) else { return nil }
+        guard let contents = try fileSystem.readFile(at: erasing, limit: smallFileByteLimit) else { return nil }
         let text = String(decoding: contents, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         // Anything unreadable is taken as the earliest phase: erasing again is always safe.
         return ErasePhase(rawValue: text) ?? .effacing
@@ -138,11 +138,11 @@ struct DeviceFiles: Sendable {
     }
 
     func exists(_ path: FilePath) throws(DataProtectionError) -> Bool {
-        try fileSystem.readFile(at: path) != nil
+        try fileSystem.readFile(at: path, limit: smallFileByteLimit) != nil
     }
 
     func readKeybag(sealKey: SecureBytes) throws(DataProtectionError) -> Keybag {
-        guard let file = try fileSystem.readFile(at: keybag) else {
+        guard let file = try fileSystem.readFile(at: keybag, limit: smallFileByteLimit) else {
             throw .integrity("The keybag file is missing although the device was set up.",
                              hint: "Restore the device directory from a backup, or erase the device (all data is lost).")
         }
@@ -155,7 +155,13 @@ struct DeviceFiles: Sendable {
 
     /// The stored record, or `nil` when the file is missing or does not authenticate.
     func readAttempts(macKey: SecureBytes) throws(DataProtectionError) -> AttemptRecord? {
-        guard let file = try fileSystem.readFile(at: attempts) else { return nil }
+        let file: Data?
+        do throws(DataProtectionError) {
+            file = try fileSystem.readFile(at: attempts, limit: smallFileByteLimit)
+        } catch where error.code == .integrityFailure {
+            return nil  // far longer than a record: unreadable, like one that does not authenticate
+        }
+        guard let file else { return nil }
         return try? AttemptRecord.decode(file, macKey: macKey)
     }
 

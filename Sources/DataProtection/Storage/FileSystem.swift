@@ -21,13 +21,20 @@ package enum FileBytes: Sendable {
 /// The file-system operations the device and the store use: every system call
 /// DataProtection makes on its files goes through one of these.
 ///
+/// The most bytes any small file of a store or device is read with (device key, effaceable
+/// key, keybag, attempt counter, erase mark, `dpdir`, `.dpstore`: all under 1 KiB, in every
+/// layout): a larger one is refused unread (`Keys/file-format.md` §12.1).
+package let smallFileByteLimit = 4096
+
 /// One protocol so that tests can inject I/O faults and crashes between any two
 /// operations (see ``AtomicFileWriter``). ``PosixFileSystem`` is the real one; a
 /// ``Device`` is given one (package `init`), and its ``ProtectedStore`` uses the same.
 /// No operation follows a symbolic link in its last component.
 package protocol FileSystem: Sendable {
-    /// The whole file, or `nil` if nothing exists at `path`.
-    func readFile(at path: FilePath) throws(DataProtectionError) -> Data?
+    /// The whole file, or `nil` if nothing exists at `path`; `integrityFailure` without
+    /// reading it if it is longer than `limit` bytes (every file the store reads whole has
+    /// a bound: `Keys/file-format.md` §12.1).
+    func readFile(at path: FilePath, limit: Int) throws(DataProtectionError) -> Data?
     /// The whole (small) file read into secure memory, or `nil` if nothing exists at `path`.
     func readSecretFile(at path: FilePath) throws(DataProtectionError) -> SecureBytes?
     /// Creates a new file (mode 0600) for writing; fails with `fileExists` if one exists.
@@ -70,6 +77,9 @@ package protocol FileSystem: Sendable {
     /// Removes a file, or a directory and everything in it, without following symbolic
     /// links; a missing entry is not an error.
     func removeTree(at path: FilePath) throws(DataProtectionError)
+    /// The bytes an unprivileged writer may still add to the file system holding the open file
+    /// `descriptor` (`fstatvfs`), or `nil` when that cannot be known.
+    func availableCapacity(of descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) -> UInt64?
 }
 
 /// Writes a file atomically: a temporary file beside it, `fsync`, `rename` over
@@ -124,4 +134,9 @@ package struct AtomicFileWriter: Sendable {
             try fileSystem.removeFile(at: directory.appending(name))
         }
     }
+}
+
+extension FileSystem {
+    /// Unknown by default (a file system that does not say is never refused a growth).
+    package func availableCapacity(of descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) -> UInt64? { nil }
 }

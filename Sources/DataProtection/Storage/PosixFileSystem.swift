@@ -9,15 +9,19 @@ import Darwin
 
 /// The real file system, through swift-system's `FileDescriptor`.
 ///
-/// The calls swift-system does not wrap (`fsync`, `rename`, `unlink`, `mkdir`)
+/// The calls swift-system does not wrap (`fsync`, `rename`, `unlink`, `mkdir`, `fstatvfs`)
 /// are made here and nowhere else; each `errno` becomes a ``DataProtectionError``
 /// naming the operation and the path.
 package struct PosixFileSystem: FileSystem {
     package init() {}
 
-    package func readFile(at path: FilePath) throws(DataProtectionError) -> Data? {
+    package func readFile(at path: FilePath, limit: Int) throws(DataProtectionError) -> Data? {
         guard let descriptor = try openForReading(path) else { return nil }
         defer { try? descriptor.close() }
+        // Checked before a byte is read: a planted sparse file of gigabytes costs nothing to make.
+        let size = try call("lseek", path) { try descriptor.seek(offset: 0, from: .end) }
+        guard size <= Int64(limit) else { throw Self.tooLong(path, size: size, limit: limit) }
+        _ = try call("lseek", path) { try descriptor.seek(offset: 0, from: .start) }
         var result = Data()
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
@@ -26,8 +30,14 @@ package struct PosixFileSystem: FileSystem {
             }
             if count == 0 { break }
             result.append(contentsOf: buffer[0..<count])
+            // Grown while it was read: still refused, with at most one buffer more than the limit read.
+            guard result.count <= limit else { throw Self.tooLong(path, size: Int64(result.count), limit: limit) }
         }
         return result
+    }
+
+    private static func tooLong(_ path: FilePath, size: Int64, limit: Int) -> DataProtectionError {
+        .integrity("\(path) is \(size) bytes long, more than such a file can be (\(limit) bytes): it is not the store's, or it was tampered with.")
     }
 
     package func readSecretFile(at path: FilePath) throws(DataProtectionError) -> SecureBytes? {
@@ -184,6 +194,13 @@ package struct PosixFileSystem: FileSystem {
 
     package func resize(_ descriptor: FileDescriptor, to size: Int64, path: FilePath) throws(DataProtectionError) {
         try call("ftruncate", path) { try descriptor.resize(to: size) }
+    }
+
+    package func availableCapacity(of descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) -> UInt64? {
+        var info = statvfs()
+        try check("fstatvfs", path, fstatvfs(descriptor.rawValue, &info))
+        let (bytes, overflow) = UInt64(info.f_bavail).multipliedReportingOverflow(by: UInt64(info.f_frsize))
+        return overflow ? .max : bytes
     }
 
     package func status(of descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) -> FileStatus {

@@ -115,9 +115,9 @@ final class FaultInjectingFileSystem: FileSystem {
 
     // MARK: - FileSystem
 
-    func readFile(at path: FilePath) throws(DataProtectionError) -> Data? {
+    func readFile(at path: FilePath, limit: Int) throws(DataProtectionError) -> Data? {
         try check(.open, path)
-        return try base.readFile(at: path)
+        return try base.readFile(at: path, limit: limit)
     }
 
     func readSecretFile(at path: FilePath) throws(DataProtectionError) -> SecureBytes? {

@@ -29,7 +29,7 @@ struct ForensicRecordingTests {
 
         private func recordWrite(_ descriptor: FileDescriptor) {
             guard let path = lock.withLock({ paths[descriptor.rawValue] }),
-                  let content = try? base.readFile(at: path) else { return }
+                  let content = try? base.readFile(at: path, limit: .max) else { return }
             lock.withLock { history.append(content) }
         }
 
@@ -40,9 +40,9 @@ struct ForensicRecordingTests {
             if status.kind == .directory {
                 let enumerator = FileManager.default.enumerator(atPath: path.string)
                 while let name = enumerator?.nextObject() as? String {
-                    if let content = try? base.readFile(at: path.appending(name)) { found.append(content) }
+                    if let content = try? base.readFile(at: path.appending(name), limit: .max) { found.append(content) }
                 }
-            } else if status.kind == .regular, let content = try? base.readFile(at: path) {
+            } else if status.kind == .regular, let content = try? base.readFile(at: path, limit: .max) {
                 found.append(content)
             }
             lock.withLock { freed.append(contentsOf: found) }
@@ -94,7 +94,7 @@ struct ForensicRecordingTests {
             var live: [Data] = []
             let enumerator = FileManager.default.enumerator(atPath: root.path)
             while let name = enumerator?.nextObject() as? String {
-                if let content = try? base.readFile(at: FilePath(root.appendingPathComponent(name).path)) { live.append(content) }
+                if let content = try? base.readFile(at: FilePath(root.appendingPathComponent(name).path), limit: .max) { live.append(content) }
             }
             return live + lock.withLock { freed }
         }

@@ -28,7 +28,7 @@ struct AtomicFileWriterTests {
             let writer = AtomicFileWriter(fileSystem: PosixFileSystem())
             try writer.write([.data(Data("old".utf8))], to: path)
             try writer.write([.data(Data("new".utf8))], to: path)
-            #expect(try PosixFileSystem().readFile(at: path) == Data("new".utf8))
+            #expect(try PosixFileSystem().readFile(at: path, limit: .max) == Data("new".utf8))
             #expect(try FileManager.default.contentsOfDirectory(atPath: root.path) == ["file"])
         }
     }
@@ -76,7 +76,7 @@ struct AtomicFileWriterTests {
                 }
                 #expect(crashing.hasCrashed)
                 try AtomicFileWriter(fileSystem: PosixFileSystem()).removeDebris(in: FilePath(root.path))
-                let content = try PosixFileSystem().readFile(at: path)
+                let content = try PosixFileSystem().readFile(at: path, limit: .max)
                 #expect(content == old || content == new, "step \(step): \(content.map { "\($0.count) bytes" } ?? "missing")")
                 outcomes.insert(content == old ? "old" : "new")
                 #expect(try FileManager.default.contentsOfDirectory(atPath: root.path) == ["file"])
@@ -98,7 +98,7 @@ struct AtomicFileWriterTests {
                     try AtomicFileWriter(fileSystem: crashing).write([.data(new)], to: path)
                 }
                 try AtomicFileWriter(fileSystem: PosixFileSystem()).removeDebris(in: FilePath(root.path))
-                let content = try PosixFileSystem().readFile(at: path)
+                let content = try PosixFileSystem().readFile(at: path, limit: .max)
                 #expect(content == nil || content == new, "step \(step)")
             }
         }

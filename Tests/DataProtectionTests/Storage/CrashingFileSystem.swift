@@ -118,9 +118,9 @@ final class CrashingFileSystem: FileSystem {
 
     // MARK: - FileSystem
 
-    func readFile(at path: FilePath) throws(DataProtectionError) -> Data? {
+    func readFile(at path: FilePath, limit: Int) throws(DataProtectionError) -> Data? {
         try checkAlive()
-        return try base.readFile(at: path)
+        return try base.readFile(at: path, limit: limit)
     }
 
     func readSecretFile(at path: FilePath) throws(DataProtectionError) -> SecureBytes? {
@@ -184,8 +184,8 @@ final class CrashingFileSystem: FileSystem {
             }
             return
         }
-        let moved = try base.readFile(at: source) ?? Data()
-        let replaced = try base.readFile(at: destination)
+        let moved = try base.readFile(at: source, limit: .max) ?? Data()
+        let replaced = try base.readFile(at: destination, limit: .max)
         try base.rename(source, to: destination)
         state.withLock { state in
             var moved = moved
@@ -215,7 +215,7 @@ final class CrashingFileSystem: FileSystem {
 
     func removeFile(at path: FilePath) throws(DataProtectionError) {
         try step()
-        let content = try base.readFile(at: path)
+        let content = try base.readFile(at: path, limit: .max)
         try base.removeFile(at: path)
         state.withLock { state in
             state.unsynced.remove(path)
@@ -281,7 +281,7 @@ final class CrashingFileSystem: FileSystem {
             throw DataProtectionError(.ioFailure, "write to a descriptor this file system did not open")
         }
         if state.withLock({ $0.dataDurable[current] }) == nil {
-            let content = try base.readFile(at: current) ?? Data()
+            let content = try base.readFile(at: current, limit: .max) ?? Data()
             state.withLock { $0.dataDurable[current] = content }
         }
         return current
@@ -344,11 +344,11 @@ final class CrashingFileSystem: FileSystem {
         for raw in open.keys { try? FileDescriptor(rawValue: raw).close() }
         guard case .loseUnsynced(let loss) = mode else { return }
         for (path, durable) in dataDurable {
-            guard let current = try? base.readFile(at: path) else { continue }
+            guard let current = try? base.readFile(at: path, limit: .max) else { continue }
             overwrite(path, with: Self.afterPowerCut(durable: durable, current: current, written: dataWritten[path] ?? [], loss))
         }
         for path in unsynced {
-            if let data = try? base.readFile(at: path) {
+            if let data = try? base.readFile(at: path, limit: .max) {
                 overwrite(path, with: Self.lost(data, mode))
             }
         }

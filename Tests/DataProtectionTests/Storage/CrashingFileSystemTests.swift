@@ -17,7 +17,7 @@ struct CrashingFileSystemTests {
             try fs.write(.data(Data("x".utf8)), to: descriptor, path: path)
             try fs.synchronize(descriptor, path: path)
             try fs.close(descriptor, path: path)
-            _ = try fs.readFile(at: path)
+            _ = try fs.readFile(at: path, limit: .max)
             _ = try fs.contentsOfDirectory(at: directory)
             try fs.createDirectory(at: directory)
             try fs.rename(path, to: directory.appending("b"))
@@ -36,7 +36,7 @@ struct CrashingFileSystemTests {
             let error = #expect(throws: DataProtectionError.self) { _ = try fs.createFile(at: path) }
             #expect(CrashingFileSystem.isCrash(error))
             #expect(fs.hasCrashed)
-            #expect(throws: DataProtectionError.self) { _ = try fs.readFile(at: path) }
+            #expect(throws: DataProtectionError.self) { _ = try fs.readFile(at: path, limit: .max) }
             #expect(throws: DataProtectionError.self) { try fs.removeFile(at: path) }
             #expect(throws: DataProtectionError.self) { _ = try fs.contentsOfDirectory(at: FilePath(root.path)) }
             #expect(!FileManager.default.fileExists(atPath: path.string), "the crashing operation was performed")
@@ -59,8 +59,8 @@ struct CrashingFileSystemTests {
             try fs.synchronizeDirectory(at: directory)
             fs.arm(crashAt: 1)
             #expect(throws: DataProtectionError.self) { try fs.removeFile(at: synced) }
-            #expect(try PosixFileSystem().readFile(at: synced) == content)
-            #expect(try PosixFileSystem().readFile(at: unsynced) != content)
+            #expect(try PosixFileSystem().readFile(at: synced, limit: .max) == content)
+            #expect(try PosixFileSystem().readFile(at: unsynced, limit: .max) != content)
         }
     }
 
@@ -82,10 +82,10 @@ struct CrashingFileSystemTests {
             fs.arm(crashAt: 1)
             #expect(throws: DataProtectionError.self) { try fs.synchronizeDirectory(at: directory) }
 
-            #expect(try posix.readFile(at: target) == Data("old".utf8))
-            #expect(try posix.readFile(at: source) == Data("new".utf8))
-            #expect(try posix.readFile(at: gone) == Data("removed".utf8))
-            #expect(try posix.readFile(at: created) == nil)
+            #expect(try posix.readFile(at: target, limit: .max) == Data("old".utf8))
+            #expect(try posix.readFile(at: source, limit: .max) == Data("new".utf8))
+            #expect(try posix.readFile(at: gone, limit: .max) == Data("removed".utf8))
+            #expect(try posix.readFile(at: created, limit: .max) == nil)
         }
     }
 
@@ -100,7 +100,7 @@ struct CrashingFileSystemTests {
             try fs.close(descriptor, path: path)
             fs.arm(crashAt: 1)
             #expect(throws: DataProtectionError.self) { try fs.synchronizeDirectory(at: directory) }
-            #expect(try PosixFileSystem().readFile(at: path) == Data("kept".utf8))
+            #expect(try PosixFileSystem().readFile(at: path, limit: .max) == Data("kept".utf8))
         }
     }
 }

@@ -10,7 +10,7 @@ protocol ForwardingFileSystem: FileSystem {
 }
 
 extension ForwardingFileSystem {
-    func readFile(at path: FilePath) throws(DataProtectionError) -> Data? { try base.readFile(at: path) }
+    func readFile(at path: FilePath, limit: Int) throws(DataProtectionError) -> Data? { try base.readFile(at: path, limit: limit) }
     func readSecretFile(at path: FilePath) throws(DataProtectionError) -> SecureBytes? { try base.readSecretFile(at: path) }
     func createFile(at path: FilePath) throws(DataProtectionError) -> FileDescriptor { try base.createFile(at: path) }
     func write(_ bytes: FileBytes, to descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) {
@@ -45,4 +45,10 @@ extension ForwardingFileSystem {
     }
     func status(at path: FilePath) throws(DataProtectionError) -> FileStatus? { try base.status(at: path) }
     func removeTree(at path: FilePath) throws(DataProtectionError) { try base.removeTree(at: path) }
+}
+
+extension ForwardingFileSystem {
+    func availableCapacity(of descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) -> UInt64? {
+        try base.availableCapacity(of: descriptor, path: path)
+    }
 }

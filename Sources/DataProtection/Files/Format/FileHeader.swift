@@ -127,6 +127,9 @@ package struct FileHeader: Sendable, Hashable {
         (length >> UInt64(chunkShift)) + (length & UInt64(chunkSize - 1) == 0 ? 0 : 1)
     }
 
+    /// The most bytes a writer puts in a file (`Keys/file-format.md` §8): 2^48, 256 TiB.
+    package static let maximumLength: UInt64 = 1 << 48
+
     /// The most records a file can have: its physical size must fit an `Int64`.
     var maximumRecords: UInt64 {
         UInt64((Int64.max - Int64(Self.regionByteCount)) / Int64(recordStride))

@@ -17,6 +17,18 @@ package struct FileJournal: Sendable {
         var record: Data
     }
 
+    /// The most entries a journal may hold (`Keys/file-format.md` §9.1). The reference writer
+    /// writes at most 130: a flush overwrites the committed chunks of its cache (at most 96)
+    /// or of one direct write (64 with the cache's 65), and the old last partial chunk.
+    static let maximumEntries = 256
+
+    /// The most bytes a journal for records of `recordStride` bytes can take (any chunk
+    /// size when `nil`): a longer file is refused unread.
+    static func maximumByteCount(recordStride: Int?) -> Int {
+        let stride = recordStride ?? (1 << 20) + ChunkRecords.overhead
+        return 49 + maximumEntries * (12 + stride) + 32
+    }
+
     var fileID: Data
     /// The header generation the journal applies on top of.
     var baseGeneration: UInt64
@@ -47,7 +59,8 @@ package struct FileJournal: Sendable {
     /// record offsets beyond what a file can hold (`Keys/file-format.md` §9.2). Entries
     /// come in strictly increasing index order, as the writer writes them.
     func fits(_ header: FileHeader) -> Bool {
-        allocatedRecords <= header.maximumRecords
+        entries.count <= Self.maximumEntries
+            && allocatedRecords <= header.maximumRecords
             && header.records(forLength: length) <= allocatedRecords
             && entries.allSatisfy { $0.index < allocatedRecords && $0.record.count <= header.recordStride }
             && zip(entries, entries.dropFirst()).allSatisfy { $0.index < $1.index }  // increasing: no index twice

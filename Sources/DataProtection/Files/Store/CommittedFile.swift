@@ -109,7 +109,8 @@ struct CommittedFile {
     /// fits the committed length.
     mutating func recover(keys: FileKeys) throws(DataProtectionError) {
         let journalPath = Self.journalPath(for: file.path)
-        if !unlinked, let data = try file.fileSystem.readFile(at: journalPath) {
+        if !unlinked,
+           let data = try file.fileSystem.readFile(at: journalPath, limit: FileJournal.maximumByteCount(recordStride: header.recordStride)) {
             if let journal = FileJournal.decode(data, macKey: keys.macKey, fileID: header.fileID),
                journal.baseGeneration == header.generation {
                 guard journal.fits(header) else {
@@ -178,6 +179,7 @@ struct CommittedFile {
     mutating func commit(
         overwrites: [FileJournal.Entry], length newLength: UInt64, allocated: UInt64, durable: Bool, keys: FileKeys
     ) throws(DataProtectionError) {
+        assert(overwrites.count <= FileJournal.maximumEntries, "a journal no reader would accept")
         let oldLength = header.length
         let oldCount = header.records(forLength: oldLength)
         let newCount = header.records(forLength: newLength)

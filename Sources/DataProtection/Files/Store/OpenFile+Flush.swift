@@ -14,6 +14,7 @@ extension OpenFile {
         try lock.locked { () throws(DataProtectionError) in
             let keys = try requireKeys()
             guard !data.isEmpty else { return }
+            try requireGrowthPossible(to: offset, plus: data.count)
             // A full cache is flushed before this write touches anything: if that flush
             // fails, the write fails having changed nothing (the cache may then exceed the
             // limit by what one write caches, fewer than ``directChunks`` + 2 chunks).
@@ -72,6 +73,7 @@ extension OpenFile {
         try lock.locked { () throws(DataProtectionError) in
             let keys = try requireKeys()
             guard newSize < size else {
+                try requireGrowthPossible(to: newSize, plus: 0)
                 size = newSize
                 return
             }
@@ -93,6 +95,30 @@ extension OpenFile {
             try flushLocked(durable: false, keys: keys)
         }
     }
+
+    /// Refuses, before anything changes, a size of `offset + count` past the format's maximum
+    /// (`invalidArgument`) or a growth the file system cannot hold (`ioFailure`: every chunk
+    /// of the gap is written, sealed zeros): a caller's number never aborts the process, and a
+    /// full disk is not found out only after filling it. Small growths skip the free-space query.
+    func requireGrowthPossible(to offset: UInt64, plus count: Int) throws(DataProtectionError) {
+        guard offset <= FileHeader.maximumLength, UInt64(count) <= FileHeader.maximumLength - offset else {
+            throw .invalidArgument(
+                "A protected file holds at most \(FileHeader.maximumLength) bytes (256 TiB); this would make it \(offset) + \(count) bytes.")
+        }
+        let end = offset + UInt64(count)
+        let from = header.records(forLength: max(recordedLength, header.length))
+        let to = header.records(forLength: end)
+        guard to > from, to - from >= Self.spaceCheckRecords else { return }
+        let needed = (to - from).multipliedReportingOverflow(by: UInt64(header.recordStride))
+        guard let available = try file.fileSystem.availableCapacity(of: file.descriptor, path: file.path) else { return }
+        if needed.overflow || needed.partialValue > available {
+            throw DataProtectionError(.ioFailure,
+                "Not enough free space: a size of \(end) bytes needs \(needed.overflow ? "more than 2^64" : "\(needed.partialValue)") more bytes on disk, and \(available) are available.")
+        }
+    }
+
+    /// Growths of at least this many records (64 MiB of 16 KiB chunks) check the free space first.
+    static let spaceCheckRecords: UInt64 = 4096
 
     /// Seals and commits cached writes; with `durable`, everything written so far survives a power cut.
     func flush(durable: Bool) throws(DataProtectionError) {
@@ -133,12 +159,16 @@ extension OpenFile {
         let oldCount = header.records(forLength: oldLength)
         let newCount = header.records(forLength: newLength)
         var indices = Set(cache.filter { $0.value.dirty && $0.key < newCount }.map(\.key))
+        // The records past the committed end from the recorded end on: a range, not a set (a
+        // truncation far past the end makes millions of zero chunks, sealed a run at a time).
+        var tail: Range<UInt64> = newCount..<newCount
         if newLength > recordedLength {
             // From the last partial record (resealed longer) to the new end; records already
             // written by a deferred append are kept unless the cache changed them.
             let recordedCount = header.records(forLength: recordedLength)
             let first = recordedLength % chunkSize == 0 ? recordedCount : recordedCount - 1
-            indices.formUnion(first..<newCount)
+            if first < oldCount { indices.insert(first) }  // the old last partial chunk, regrown
+            tail = min(max(first, oldCount), newCount)..<newCount
         }
         if newLength < oldLength, newLength % chunkSize != 0 {
             indices.insert(newCount - 1)
@@ -147,6 +177,7 @@ extension OpenFile {
             precondition(direct.chunks.upperBound <= newLength >> UInt64(header.chunkShift), "direct chunks past the end")
             indices.formUnion(direct.chunks)
         }
+        if !tail.isEmpty { indices = indices.filter { !tail.contains($0) } }
         // Committed chunks it changes (the old last partial one, when it grows) stay cached and dirty
         // until the commit: a deferred append leaves them for the commit that needs the journal, and a
         // flush that fails half way (an I/O error, a short `pwrite` that tears one on disk, repaired
@@ -194,13 +225,14 @@ extension OpenFile {
             guard runBytes > 0 else { return }
             try disk.writeRecords(run, byteCount: runBytes, from: runStart)
         }
-        for index in indices.sorted() {
+        let appended = indices.count { $0 >= oldCount } + tail.count
+        func process(_ index: UInt64) throws(DataProtectionError) {
             let length = header.chunkLength(index, length: newLength)
             if index < oldCount {
                 var record = Data(count: length + ChunkRecords.overhead)
                 try seal(index, length: length, into: &record, at: 0)
                 overwrites.append(FileJournal.Entry(index: index, record: record))
-                continue
+                return
             }
             // Past the committed end: written in place now, invisible until a header commits them.
             // Records sit at a fixed stride and only the last one can be short, so a
@@ -209,7 +241,6 @@ extension OpenFile {
                 try writeRun()
                 if run.isEmpty {
                     // Sized to the records past the committed end (one for a small file), at most a cache's worth.
-                    let appended = indices.count { $0 >= oldCount }
                     run = Data(uninitializedCount: min(Self.cacheLimit, appended) * header.recordStride)
                 }
                 runBytes = 0
@@ -218,6 +249,19 @@ extension OpenFile {
             try seal(index, length: length, into: &run, at: runBytes)
             runBytes += length + ChunkRecords.overhead
             runNext = index + 1
+        }
+        // In index order: the listed chunks merged with the tail's range.
+        let listed = indices.sorted()
+        var next = 0
+        var tailNext = tail.lowerBound
+        while next < listed.count || tailNext < tail.upperBound {
+            if next < listed.count && (tailNext == tail.upperBound || listed[next] < tailNext) {
+                try process(listed[next])
+                next += 1
+            } else {
+                try process(tailNext)
+                tailNext += 1
+            }
         }
         try writeRun()
         recordedLength = newLength

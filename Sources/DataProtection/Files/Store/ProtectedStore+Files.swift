@@ -272,7 +272,7 @@ extension ProtectedStore {
                     // Handles follow their file; no flush of it runs meanwhile (its journal stays beside it).
                     try changingPlace(of: origin.disk, candidates: [target.disk, origin.disk]) { () throws(DataProtectionError) in
                         let journal = CommittedFile.journalPath(for: origin.disk)
-                        if let pending = try fileSystem.readFile(at: journal) {
+                        if let pending = try fileSystem.readFile(at: journal, limit: FileJournal.maximumByteCount(recordStride: nil)) {
                             // A crash left a journal the file needs: it must be beside the file at every
                             // instant, so a durable copy goes first and the original last.
                             try AtomicFileWriter(fileSystem: fileSystem).write([.data(pending)], to: CommittedFile.journalPath(for: target.disk))

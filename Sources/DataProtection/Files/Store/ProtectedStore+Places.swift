@@ -25,7 +25,7 @@ extension ProtectedStore {
     /// its place, recursively. Nothing is decrypted but names; no class key is needed.
     private func bindEntriesMadeBeforePlaces(in disk: FilePath, place: Place) throws(DataProtectionError) {
         let metadataPath = disk.appending(DirectoryMetadata.fileName)
-        guard let data = try fileSystem.readFile(at: metadataPath) else {
+        guard let data = try fileSystem.readFile(at: metadataPath, limit: smallFileByteLimit) else {
             throw .integrity("A store directory has lost its metadata: the store was tampered with.")
         }
         let metadata = try DirectoryMetadata.decode(data, device: device)

@@ -149,7 +149,7 @@ public final class ProtectedStore: Sendable {
         try namespace.locked { () throws(DataProtectionError) in
             try fileSystem.createDirectory(at: root)
             let metadataPath = root.appending(DirectoryMetadata.fileName)
-            if try fileSystem.readFile(at: metadataPath) == nil {
+            if try fileSystem.readFile(at: metadataPath, limit: smallFileByteLimit) == nil {
                 let metadata = try DirectoryMetadata(id: Random.bytes(count: 16), protectionClass: nil, place: .root, device: device)
                 try AtomicFileWriter(fileSystem: fileSystem).write([.data(metadata.encoded(device: device))], to: metadataPath)
             }
@@ -176,7 +176,7 @@ public final class ProtectedStore: Sendable {
     /// directory moved or swapped on disk behind the store's back is `integrityFailure`).
     func directoryMetadata(at path: FilePath, place: Place) throws(DataProtectionError) -> DirectoryMetadata {
         if let cached = state.withLock({ $0.directories[path] }) { return cached }
-        guard let data = try fileSystem.readFile(at: path.appending(DirectoryMetadata.fileName)) else {
+        guard let data = try fileSystem.readFile(at: path.appending(DirectoryMetadata.fileName), limit: smallFileByteLimit) else {
             throw .integrity("A store directory has lost its metadata: the store was tampered with.")
         }
         let metadata = try DirectoryMetadata.decode(data, device: device)

@@ -23,7 +23,7 @@ enum StoreIdentity {
 
     /// The id and layout version in a `.dpstore` or `store-id` file; `nil` if there is no file.
     static func read(_ path: FilePath, fileSystem: any FileSystem) throws(DataProtectionError) -> (id: Data, version: UInt8)? {
-        guard let contents = try fileSystem.readFile(at: path) else { return nil }
+        guard let contents = try fileSystem.readFile(at: path, limit: smallFileByteLimit) else { return nil }
         let fileVersion = contents.count > 4 ? contents[contents.startIndex + 4] : 0
         guard contents.count == 5 + idByteCount, contents.prefix(4) == magic, (1...version).contains(fileVersion) else {
             if contents.count == 5 + idByteCount, contents.prefix(4) == magic {
@@ -53,7 +53,7 @@ enum StoreIdentity {
         let fileSystem = device.fileSystem
         let data = try read(root.appending(fileName), fileSystem: fileSystem)
         let deviceSide = try read(FilePath(device.directory.path).appending(deviceFileName), fileSystem: fileSystem)
-        let hasData = try fileSystem.readFile(at: root.appending(DirectoryMetadata.fileName)) != nil
+        let hasData = try fileSystem.readFile(at: root.appending(DirectoryMetadata.fileName), limit: smallFileByteLimit) != nil
         if let data, let deviceSide, data.id != deviceSide.id {
             throw .integrity("The data directory \(root) belongs to another device (store \(hex(data.id)); this device's is \(hex(deviceSide.id))).",
                              hint: "Open it with its own device directory (dpctl: --device <dir>).")
@@ -74,7 +74,7 @@ enum StoreIdentity {
         let writer = AtomicFileWriter(fileSystem: fileSystem)
         let encoded = encode(pairing.id)
         for path in [FilePath(device.directory.path).appending(deviceFileName), root.appending(fileName)]
-        where try fileSystem.readFile(at: path) != encoded {
+        where try fileSystem.readFile(at: path, limit: smallFileByteLimit) != encoded {
             try writer.write([.data(encoded)], to: path)
         }
     }

@@ -159,9 +159,9 @@ final class PathRecordingFileSystem: ForwardingFileSystem, @unchecked Sendable {
 
     private static func isJournal(_ path: FilePath) -> Bool { path.string.hasSuffix(FileJournal.suffix) }
 
-    func readFile(at path: FilePath) throws(DataProtectionError) -> Data? {
+    func readFile(at path: FilePath, limit: Int) throws(DataProtectionError) -> Data? {
         record("read", path)
-        return try base.readFile(at: path)
+        return try base.readFile(at: path, limit: limit)
     }
 
     func createFile(at path: FilePath) throws(DataProtectionError) -> FileDescriptor {
