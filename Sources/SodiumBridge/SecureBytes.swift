@@ -26,6 +26,7 @@ package final class SecureBytes: @unchecked Sendable, CustomStringConvertible, C
             fatalError("sodium_malloc(\(count)) failed: out of memory")
         }
         sodium_memzero(pointer, max(count, 1))
+        MemoryLocking.verify(pointer, count: max(count, 1))
         self.pointer = pointer
         self.count = count
     }

@@ -25,14 +25,20 @@ struct DPCtlRunner {
 
     /// Runs `dpctl arguments` with the test's environment plus `environment`, or exactly
     /// `fullEnvironment` when given; standard input from `input` (else /dev/null), standard
-    /// output into `outputFile` when given (then `standardOutput` is empty).
+    /// output into `outputFile` when given (then `standardOutput` is empty). With `wrapper`
+    /// (a program and its arguments: `setpriv …`, `prlimit …`), runs `wrapper dpctl arguments`.
     static func run(
         _ arguments: [String], environment: [String: String] = [:], fullEnvironment: [String: String]? = nil,
-        input: URL? = nil, outputFile: URL? = nil
+        input: URL? = nil, outputFile: URL? = nil, wrapper: [String] = []
     ) throws -> Result {
         let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
+        if let program = wrapper.first {
+            process.executableURL = URL(fileURLWithPath: program)
+            process.arguments = Array(wrapper.dropFirst()) + [executable.path] + arguments
+        } else {
+            process.executableURL = executable
+            process.arguments = arguments
+        }
         process.environment = fullEnvironment ?? ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let output = Pipe()
         let error = Pipe()

@@ -107,6 +107,10 @@ public final class Device: Sendable {
         self.configuration = configuration
         self.clock = clock
         self.directory = URL(fileURLWithPath: directory.string, isDirectory: true)
+        // Secure memory beyond RLIMIT_MEMLOCK is silently left swappable: said once per process,
+        // through the logger of the first device.
+        let logger = configuration.logger
+        MemoryLocking.onFirstFailure { message in logger.warning("\(message)") }
         let files = DeviceFiles(directory: directory, fileSystem: fileSystem)
         try fileSystem.createDirectory(at: directory)
         // Ownership first: debris is cleaned, and the device files read, only by the owner.
