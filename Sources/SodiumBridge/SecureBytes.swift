@@ -60,6 +60,24 @@ package final class SecureBytes: @unchecked Sendable, CustomStringConvertible, C
         }
     }
 
+    /// Moves the value of the environment variable `name` into secure memory: its bytes are
+    /// copied, then zeroed in place in the environment block and the variable unset, so that
+    /// neither this process's memory nor its children keep it. `nil` when it is not set.
+    ///
+    /// Call it before anything reads the environment (`ProcessInfo.environment` copies every
+    /// variable into `String`s) and before threads start (`getenv`/`unsetenv` are not
+    /// thread-safe).
+    package static func takingEnvironmentVariable(_ name: String) -> SecureBytes? {
+        guard let value = getenv(name) else { return nil }
+        let length = strlen(value)
+        let bytes = SecureBytes(count: length) { buffer in
+            if let base = buffer.baseAddress, length > 0 { base.copyMemory(from: value, byteCount: length) }
+        }
+        sodium_memzero(value, length)
+        unsetenv(name)
+        return bytes
+    }
+
     /// Copies `count` bytes of `other` starting at `offset`.
     package convenience init(copying other: SecureBytes, offset: Int = 0, count: Int? = nil) {
         let length = count ?? (other.count - offset)

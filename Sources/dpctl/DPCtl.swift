@@ -12,6 +12,9 @@ struct DPCtl: ParsableCommand {
         #if DP_LIBFUZZER
         ArgumentFuzzing.runLibFuzzer()  // a fuzz build (`.ci/fuzz`): libFuzzer drives `ArgumentFuzzing.check`
         #endif
+        // The passcode variables go into secure memory and out of the environment before anything
+        // copies the environment into `String`s or a child process inherits it.
+        PasscodeInput.captureEnvironment()
         // A reader that goes away (`dpctl cat big | head`) is a write error (EPIPE) to end on quietly, not a signal.
         signal(SIGPIPE, SIG_IGN)
         // Before any key or plaintext is touched: no core dump, no ptrace or /proc/<pid>/mem for this

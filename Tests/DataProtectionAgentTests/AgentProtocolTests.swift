@@ -27,7 +27,7 @@ struct AgentProtocolTests {
     static let requests: [String: AgentRequest] = [
         "hello, protocol version 1": .hello(version: 1),
         "status": .status,
-        "unlock with passcode \"1234\"": .unlock(passcode: "1234"),
+        "unlock with passcode \"1234\"": .unlock(passcode: Passcode("1234")),
         "bare unlock (no passcode)": .unlock(passcode: nil),
         "lock": .lock,
         "readFile \"a.txt\"": .readFile(path: "a.txt"),
@@ -39,7 +39,7 @@ struct AgentProtocolTests {
         "read 4096 bytes from handle 1 at its offset": .read(handle: 1, offset: nil, count: 4096),
         "write \"x\" to handle 1 at offset 10": .write(handle: 1, offset: 10, data: Data("x".utf8)),
         "setProtection \"docs\" to completeUnlessOpen": .setProtection(path: "docs", protection: .completeUnlessOpen),
-        "changePasscode from \"1234\" to \"5678\"": .changePasscode(from: "1234", to: "5678"),
+        "changePasscode from \"1234\" to \"5678\"": .changePasscode(from: Passcode("1234"), to: Passcode("5678")),
         "watch": .watch,
     ]
 
@@ -97,6 +97,19 @@ struct AgentProtocolTests {
             }
             #expect(throws: AgentProtocolViolation.self) { try AgentRequest.decode(payload + [0]) }
         }
+    }
+
+    @Test("passcodes cross as bytes: not UTF-8 (refused as a string before), empty, 4096 bytes; 4097 is a violation")
+    func passcodeBytes() throws {
+        for bytes in [[0xFF, 0xFE, 0x80, 0x00], [], [UInt8](repeating: 0x31, count: 4096)] as [[UInt8]] {
+            let passcode = Passcode(bytes: bytes)
+            for request in [AgentRequest.unlock(passcode: passcode), .setPasscode(passcode), .removePasscode(passcode),
+                            .changePasscode(from: passcode, to: Passcode("new"))] {
+                #expect(try AgentRequest.decode(request.encoded()) == request, "\(bytes.count) bytes")
+            }
+        }
+        let tooLong = AgentRequest.setPasscode(Passcode(bytes: [UInt8](repeating: 0x31, count: 4097))).encoded()
+        #expect(throws: AgentProtocolViolation.self) { try AgentRequest.decode(tooLong) }
     }
 
     @Test("status, attribute and SQL replies survive a round trip")

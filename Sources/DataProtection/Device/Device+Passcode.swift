@@ -6,7 +6,10 @@ extension Device {
     ///
     /// Argon2id parameters come from ``DeviceConfiguration/passcodeCost``
     /// (calibrated by default). Class keys are rewrapped; no file is re-encrypted.
-    public func setPasscode(_ newPasscode: String) throws(DataProtectionError) {
+    ///
+    /// - Throws: ``DataProtectionError/Code/invalidArgument`` for an empty passcode or one
+    ///   with a NUL byte, or when a passcode is set already.
+    public func setPasscode(_ newPasscode: Passcode) throws(DataProtectionError) {
         let new = try Self.validated(newPasscode)
         transition.lock()
         defer { transition.unlock() }
@@ -18,27 +21,42 @@ extension Device {
         try rewrap(newPasscode: new, parameters: try configuration.passcodeCost.parameters())
     }
 
+    /// Sets the UTF-8 bytes of `newPasscode` as the passcode (see the `Passcode` overload).
+    public func setPasscode(_ newPasscode: String) throws(DataProtectionError) {
+        try setPasscode(Passcode(newPasscode))
+    }
+
     /// Replaces the passcode. `oldPasscode` is checked as an attempt (delays,
     /// counting and erase apply). Needs the device unlocked.
-    public func changePasscode(from oldPasscode: String, to newPasscode: String) throws(DataProtectionError) {
+    public func changePasscode(from oldPasscode: Passcode, to newPasscode: Passcode) throws(DataProtectionError) {
         let new = try Self.validated(newPasscode)
         transition.lock()
         defer { transition.unlock() }
         expireDue()
         try requireUnlocked()
-        try verifyPasscode(SecureBytes(copyingUTF8: oldPasscode)).values.forEach { $0.wipe() }
+        try verifyPasscode(oldPasscode.bytes).values.forEach { $0.wipe() }
         // Calibration (a few hundred ms) runs after the check, so a wrong old passcode costs nothing more.
         try rewrap(newPasscode: new, parameters: try configuration.passcodeCost.parameters())
     }
 
+    /// Replaces the passcode, both given as the UTF-8 bytes of a `String`.
+    public func changePasscode(from oldPasscode: String, to newPasscode: String) throws(DataProtectionError) {
+        try changePasscode(from: Passcode(oldPasscode), to: Passcode(newPasscode))
+    }
+
     /// Removes the passcode. `oldPasscode` is checked as an attempt. Needs the device unlocked.
-    public func removePasscode(_ oldPasscode: String) throws(DataProtectionError) {
+    public func removePasscode(_ oldPasscode: Passcode) throws(DataProtectionError) {
         transition.lock()
         defer { transition.unlock() }
         expireDue()
         try requireUnlocked()
-        try verifyPasscode(SecureBytes(copyingUTF8: oldPasscode)).values.forEach { $0.wipe() }
+        try verifyPasscode(oldPasscode.bytes).values.forEach { $0.wipe() }
         try rewrap(newPasscode: nil, parameters: .none)
+    }
+
+    /// Removes the passcode, given as the UTF-8 bytes of a `String`.
+    public func removePasscode(_ oldPasscode: String) throws(DataProtectionError) {
+        try removePasscode(Passcode(oldPasscode))
     }
 
     private func requireUnlocked() throws(DataProtectionError) {
@@ -47,13 +65,13 @@ extension Device {
         }
     }
 
-    /// A new passcode in secure memory: non-empty, no NUL.
-    static func validated(_ passcode: String) throws(DataProtectionError) -> SecureBytes {
-        guard !passcode.isEmpty else {
+    /// The bytes of a new passcode, refused when empty or with a NUL byte (`Keys/key-hierarchy.md` §8.1).
+    static func validated(_ passcode: Passcode) throws(DataProtectionError) -> SecureBytes {
+        guard passcode.byteCount > 0 else {
             throw .invalidArgument("The new passcode is empty.", hint: "To go without a passcode, remove it instead (`dpctl passcode remove`, or Device.removePasscode(_:)).")
         }
-        guard !passcode.utf8.contains(0) else { throw .invalidArgument("The new passcode contains a NUL character.") }
-        return SecureBytes(copyingUTF8: passcode)
+        guard !passcode.bytes.withUnsafeBytes({ $0.contains(0) }) else { throw .invalidArgument("The new passcode contains a NUL byte.") }
+        return passcode.bytes
     }
 
     /// Rewraps the passcode-class keys under a new passcode key (or the

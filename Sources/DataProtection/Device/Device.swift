@@ -89,7 +89,7 @@ public final class Device: Sendable {
     ///   the errors of ``init(directory:clock:configuration:)``.
     public convenience init(
         creatingAt directory: URL,
-        passcode: String,
+        passcode: Passcode,
         clock: any DeviceClock = SystemClock.shared,
         configuration: DeviceConfiguration = DeviceConfiguration()
     ) throws(DataProtectionError) {
@@ -97,11 +97,22 @@ public final class Device: Sendable {
                       fileSystem: PosixFileSystem(), creatingWithPasscode: passcode)
     }
 
+    /// Creates a new device with the UTF-8 bytes of `passcode` set from the start, as the
+    /// `Passcode` overload does.
+    public convenience init(
+        creatingAt directory: URL,
+        passcode: String,
+        clock: any DeviceClock = SystemClock.shared,
+        configuration: DeviceConfiguration = DeviceConfiguration()
+    ) throws(DataProtectionError) {
+        try self.init(creatingAt: directory, passcode: Passcode(passcode), clock: clock, configuration: configuration)
+    }
+
     /// Opens (or creates) the device on an injected file system (fault and crash tests);
     /// with `creatingWithPasscode`, creates it with that passcode (`fileExists` if there is one).
     package init(
         directory: FilePath, clock: any DeviceClock, configuration: DeviceConfiguration, fileSystem: any FileSystem,
-        creatingWithPasscode newPasscode: String? = nil
+        creatingWithPasscode newPasscode: Passcode? = nil
     ) throws(DataProtectionError) {
         try configuration.validate()
         self.configuration = configuration
@@ -128,7 +139,6 @@ public final class Device: Sendable {
                                           hint: "Open it instead, or erase it to start afresh (all data is lost).")
             }
             let passcode = try Self.validated(newPasscode)
-            defer { passcode.wipe() }
             booted = try Self.createFresh(files: files, hierarchy: hierarchy,
                                           passcode: (passcode, try configuration.passcodeCost.parameters()))
         } else {
@@ -213,11 +223,11 @@ public final class Device: Sendable {
     ///   unless it repeats the previous wrong passcode); ``DataProtectionError/Code/passcodeAttemptsDelayed``
     ///   inside an escalating delay (not counted); ``DataProtectionError/Code/deviceErased`` when
     ///   the failure reaches ``DeviceConfiguration/eraseAfterFailedAttempts``.
-    public func unlock(passcode: String? = nil) throws(DataProtectionError) {
+    public func unlock(passcode: Passcode?) throws(DataProtectionError) {
         transition.lock()
         defer { transition.unlock() }
         expireDue()
-        let keys = try verifyPasscode(SecureBytes(copyingUTF8: passcode ?? ""))
+        let keys = try verifyPasscode(passcode?.bytes ?? SecureBytes(count: 0))
         let wasUnlocked = core.withLock { core in
             // Keys still in memory (already unlocked, or inside the grace period) stay
             // as they are: a caller may be using them.
@@ -235,6 +245,12 @@ public final class Device: Sendable {
             logger.debug("device unlocked")
             post(.protectedDataDidBecomeAvailable)
         }
+    }
+
+    /// Unlocks the device with the UTF-8 bytes of `passcode` (`nil`: a bare unlock), as the
+    /// `Passcode` overload does.
+    public func unlock(passcode: String? = nil) throws(DataProtectionError) {
+        try unlock(passcode: passcode.map(Passcode.init(_:)))
     }
 
     /// Locks the device.

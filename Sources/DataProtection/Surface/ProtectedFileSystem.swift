@@ -101,19 +101,41 @@ public protocol DeviceControlling: Sendable {
     /// Whether an existing, closed file of `protectionClass` can be opened now.
     func isAvailable(_ protectionClass: ProtectionClass) throws(DataProtectionError) -> Bool
     /// Unlocks with `passcode` (`nil`: a bare unlock); a counted attempt.
-    func unlock(passcode: String?) throws(DataProtectionError)
+    func unlock(passcode: Passcode?) throws(DataProtectionError)
     /// Locks the device.
     func lock() throws(DataProtectionError)
     /// Sets a passcode where there is none.
-    func setPasscode(_ newPasscode: String) throws(DataProtectionError)
+    func setPasscode(_ newPasscode: Passcode) throws(DataProtectionError)
     /// Changes the passcode.
-    func changePasscode(from oldPasscode: String, to newPasscode: String) throws(DataProtectionError)
+    func changePasscode(from oldPasscode: Passcode, to newPasscode: Passcode) throws(DataProtectionError)
     /// Removes the passcode.
-    func removePasscode(_ oldPasscode: String) throws(DataProtectionError)
+    func removePasscode(_ oldPasscode: Passcode) throws(DataProtectionError)
     /// Erases the device: every file becomes unrecoverable.
     func erase() throws(DataProtectionError)
     /// The notifications posted from now on.
     func notifications() -> AsyncStream<DeviceNotification>
+}
+
+extension DeviceControlling {
+    /// Unlocks with the UTF-8 bytes of `passcode` (`nil`: a bare unlock); a counted attempt.
+    public func unlock(passcode: String?) throws(DataProtectionError) {
+        try unlock(passcode: passcode.map(Passcode.init(_:)))
+    }
+
+    /// Sets the UTF-8 bytes of `newPasscode` as the passcode where there is none.
+    public func setPasscode(_ newPasscode: String) throws(DataProtectionError) {
+        try setPasscode(Passcode(newPasscode))
+    }
+
+    /// Changes the passcode, both given as the UTF-8 bytes of a `String`.
+    public func changePasscode(from oldPasscode: String, to newPasscode: String) throws(DataProtectionError) {
+        try changePasscode(from: Passcode(oldPasscode), to: Passcode(newPasscode))
+    }
+
+    /// Removes the passcode, given as the UTF-8 bytes of a `String`.
+    public func removePasscode(_ oldPasscode: String) throws(DataProtectionError) {
+        try removePasscode(Passcode(oldPasscode))
+    }
 }
 
 extension ProtectedStore: ProtectedFileSystem {}

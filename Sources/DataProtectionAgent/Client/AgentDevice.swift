@@ -41,7 +41,7 @@ public final class AgentDevice: DeviceControlling {
     }
 
     /// Unlocks the agent's device with `passcode` (`nil`: a bare unlock); a counted attempt.
-    public func unlock(passcode: String? = nil) throws(DataProtectionError) {
+    public func unlock(passcode: Passcode? = nil) throws(DataProtectionError) {
         try empty(.unlock(passcode: passcode))
     }
 
@@ -51,17 +51,17 @@ public final class AgentDevice: DeviceControlling {
     }
 
     /// Sets a passcode where there is none.
-    public func setPasscode(_ newPasscode: String) throws(DataProtectionError) {
+    public func setPasscode(_ newPasscode: Passcode) throws(DataProtectionError) {
         try empty(.setPasscode(newPasscode))
     }
 
     /// Changes the passcode.
-    public func changePasscode(from oldPasscode: String, to newPasscode: String) throws(DataProtectionError) {
+    public func changePasscode(from oldPasscode: Passcode, to newPasscode: Passcode) throws(DataProtectionError) {
         try empty(.changePasscode(from: oldPasscode, to: newPasscode))
     }
 
     /// Removes the passcode.
-    public func removePasscode(_ oldPasscode: String) throws(DataProtectionError) {
+    public func removePasscode(_ oldPasscode: Passcode) throws(DataProtectionError) {
         try empty(.removePasscode(oldPasscode))
     }
 

@@ -55,6 +55,12 @@ struct AgentFieldReader {
         return text
     }
 
+    /// A passcode: any bytes, at most a string's length, copied straight into secure memory
+    /// (the frame they came in is wiped by its reader).
+    mutating func passcode() throws(AgentProtocolViolation) -> Passcode {
+        Passcode(bytes: try data(limit: AgentWireFormat.maximumStringLength))
+    }
+
     mutating func optional<T>(_ read: (inout AgentFieldReader) throws(AgentProtocolViolation) -> T) throws(AgentProtocolViolation) -> T? {
         try bool() ? try read(&self) : nil
     }

@@ -24,6 +24,11 @@ struct AgentFieldWriter {
 
     mutating func string(_ value: String) { data(Array(value.utf8)) }
 
+    /// A passcode's bytes, from secure memory straight into the frame (wiped once sent).
+    mutating func passcode(_ value: Passcode) {
+        value.bytes.withUnsafeBytes { data($0) }
+    }
+
     mutating func data<D: Collection<UInt8>>(_ value: D) {
         u32(UInt32(value.count))
         bytes.append(contentsOf: value)

@@ -9,7 +9,7 @@ import Foundation
 public enum AgentRequest: Sendable, Hashable {
     case hello(version: UInt32)
     case status
-    case unlock(passcode: String?)
+    case unlock(passcode: Passcode?)
     case lock
     case readFile(path: String)
     case writeFile(path: String, protection: ProtectionClass?, exclusive: Bool, source: AgentWriteSource)
@@ -31,9 +31,9 @@ public enum AgentRequest: Sendable, Hashable {
     case synchronize(handle: UInt32)
     case close(handle: UInt32)
     case watch
-    case setPasscode(String)
-    case changePasscode(from: String, to: String)
-    case removePasscode(String)
+    case setPasscode(Passcode)
+    case changePasscode(from: Passcode, to: Passcode)
+    case removePasscode(Passcode)
     case erase
     case stop
     case sql(path: String, create: Bool, protection: ProtectionClass?, statements: String)
@@ -106,7 +106,7 @@ public enum AgentRequest: Sendable, Hashable {
         switch self {
         case .hello(let version): writer.u32(version)
         case .status, .lock, .watch, .erase, .stop: break
-        case .unlock(let passcode): writer.optional(passcode) { $0.string($1) }
+        case .unlock(let passcode): writer.optional(passcode) { $0.passcode($1) }
         case .readFile(let path), .attributes(let path), .list(let path), .remove(let path):
             writer.string(path)
         case .writeFile(let path, let protection, let exclusive, let source):
@@ -153,10 +153,10 @@ public enum AgentRequest: Sendable, Hashable {
         case .seekToEnd(let handle), .offset(let handle), .size(let handle), .synchronize(let handle), .close(let handle):
             writer.u32(handle)
         case .setPasscode(let passcode), .removePasscode(let passcode):
-            writer.string(passcode)
+            writer.passcode(passcode)
         case .changePasscode(let old, let new):
-            writer.string(old)
-            writer.string(new)
+            writer.passcode(old)
+            writer.passcode(new)
         case .sql(let path, let create, let protection, let statements):
             writer.string(path)
             writer.bool(create)
@@ -174,7 +174,7 @@ public enum AgentRequest: Sendable, Hashable {
         switch operation {
         case 1: request = .hello(version: try reader.u32())
         case 2: request = .status
-        case 3: request = .unlock(passcode: try reader.optional { reader throws(AgentProtocolViolation) in try reader.string() })
+        case 3: request = .unlock(passcode: try reader.optional { reader throws(AgentProtocolViolation) in try reader.passcode() })
         case 4: request = .lock
         case 5: request = .readFile(path: try reader.string())
         case 6:
@@ -211,9 +211,9 @@ public enum AgentRequest: Sendable, Hashable {
         case 22: request = .synchronize(handle: try reader.u32())
         case 23: request = .close(handle: try reader.u32())
         case 24: request = .watch
-        case 25: request = .setPasscode(try reader.string())
-        case 26: request = .changePasscode(from: try reader.string(), to: try reader.string())
-        case 27: request = .removePasscode(try reader.string())
+        case 25: request = .setPasscode(try reader.passcode())
+        case 26: request = .changePasscode(from: try reader.passcode(), to: try reader.passcode())
+        case 27: request = .removePasscode(try reader.passcode())
         case 28: request = .erase
         case 29: request = .stop
         case 30:

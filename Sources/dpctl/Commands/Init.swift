@@ -18,7 +18,7 @@ struct Init: ParsableCommand {
         try reporting {
             // Read the passcode before creating anything: a missing passcode leaves no store behind.
             let passcode = noPasscode ? nil
-                : try Passcode.obtain(file: passcodeOptions.passcodeFile, prompt: "New passcode: ", confirm: true,
+                : try PasscodeInput.obtain(file: passcodeOptions.passcodeFile, prompt: "New passcode: ", confirm: true,
                                       alternative: "pass --no-passcode for a store without one")
             // With a passcode, the device is created with it: no passcode-free keybag is ever written.
             _ = try Session(creating: storeOptions, passcode: passcode)

@@ -16,8 +16,8 @@ struct PasscodeCommand: ParsableCommand {
             valueName: "file"))
         var newPasscodeFile: String?
 
-        func read() throws(DataProtectionError) -> String {
-            try Passcode.obtain(file: newPasscodeFile, variable: "DPCTL_NEW_PASSCODE", option: "--new-passcode-file",
+        func read() throws(DataProtectionError) -> Passcode {
+            try PasscodeInput.obtain(file: newPasscodeFile, variable: "DPCTL_NEW_PASSCODE", option: "--new-passcode-file",
                                 prompt: "New passcode: ", confirm: true)
         }
     }
@@ -35,7 +35,7 @@ struct PasscodeCommand: ParsableCommand {
                 guard try !session.device.hasPasscode else {
                     throw DataProtectionError(.fileExists, "A passcode is already set.", hint: "Use `dpctl passcode change`.")
                 }
-                let passcode = try Passcode.obtain(file: passcodeOptions.passcodeFile, prompt: "New passcode: ", confirm: true)
+                let passcode = try PasscodeInput.obtain(file: passcodeOptions.passcodeFile, prompt: "New passcode: ", confirm: true)
                 try session.device.unlock(passcode: nil)
                 try session.device.setPasscode(passcode)
                 print("Passcode set.")
@@ -57,7 +57,7 @@ struct PasscodeCommand: ParsableCommand {
                 guard try session.device.hasPasscode else {
                     throw DataProtectionError(.invalidArgument, "No passcode is set.", hint: "Use `dpctl passcode set`.")
                 }
-                let old = try Passcode.obtain(file: passcodeOptions.passcodeFile, prompt: "Current passcode: ")
+                let old = try PasscodeInput.obtain(file: passcodeOptions.passcodeFile, prompt: "Current passcode: ")
                 try session.device.unlock(passcode: old)
                 let new = try newPasscode.read()
                 try session.device.changePasscode(from: old, to: new)
@@ -79,7 +79,7 @@ struct PasscodeCommand: ParsableCommand {
                 guard try session.device.hasPasscode else {
                     throw DataProtectionError(.invalidArgument, "No passcode is set.")
                 }
-                let old = try Passcode.obtain(file: passcodeOptions.passcodeFile, prompt: "Current passcode: ")
+                let old = try PasscodeInput.obtain(file: passcodeOptions.passcodeFile, prompt: "Current passcode: ")
                 try session.device.unlock(passcode: old)
                 try session.device.removePasscode(old)
                 print("Passcode removed.")

@@ -3,6 +3,7 @@ import DataProtection
 import DataProtectionAgent
 import DataProtectionScenarios
 import Foundation
+import SystemPackage
 
 /// One command's use of the store: through the store's agent when one runs (the agent's
 /// device, no passcode asked while the class is available), else by opening it for the
@@ -78,7 +79,7 @@ struct Session {
 
     /// Creates a new store (`fileExists` if one is there), its device directory apart from
     /// the data, with `passcode` from the start.
-    init(creating options: StoreOptions, passcode: String?) throws(DataProtectionError) {
+    init(creating options: StoreOptions, passcode: Passcode?) throws(DataProtectionError) {
         self.options = options
         let directory = options.directory
         if (try? StoreLocation.existing(options)) != nil || (try? ProtectedStore.identifier(ofDataDirectory: directory)) != nil {
@@ -147,7 +148,7 @@ struct Session {
             try device.unlock(passcode: nil)
             return
         }
-        try device.unlock(passcode: try Passcode.obtain(file: passcodeFile, prompt: "Passcode: "))
+        try device.unlock(passcode: try PasscodeInput.obtain(file: passcodeFile, prompt: "Passcode: "))
     }
 
     /// Unlocks first when `protectionClass` needs a class key that is not in memory. Never
@@ -186,37 +187,57 @@ func reporting(_ body: () throws -> Void) throws {
     }
 }
 
-/// Where passcodes come from: a file, the environment, or a no-echo prompt on a terminal. Never an argument.
-enum Passcode {
-    /// The most a passcode file may hold.
+/// Where passcodes come from: a file, the environment, or a no-echo prompt on a terminal. Never an
+/// argument. Every source is read straight into secure memory (``Passcode``): a passcode is never
+/// a `String` in `dpctl`, and it is its bytes, whatever they are (never decoded).
+enum PasscodeInput {
+    /// The most a passcode file (or a typed line) may hold.
     static let fileLimit = 4096
+
+    /// The environment variables that may hold a passcode.
+    static let variables = ["DPCTL_PASSCODE", "DPCTL_NEW_PASSCODE"]
+
+    /// The passcode variables, moved into secure memory and out of the environment by
+    /// ``captureEnvironment()`` at the start of `main`.
+    static let captured: [String: Passcode] = {
+        var passcodes: [String: Passcode] = [:]
+        for name in variables { passcodes[name] = Passcode.takingEnvironmentVariable(name) }
+        return passcodes
+    }()
+
+    /// Moves the passcode variables into secure memory and out of the environment, before
+    /// anything reads it (`ProcessInfo.environment` copies every variable into `String`s) and
+    /// before any child process inherits it.
+    static func captureEnvironment() {
+        _ = captured
+    }
 
     /// The passcode from `file`, else env `variable` (an empty value counts as not given), else
     /// the terminal when standard input is one; the hint names `option` (and `alternative`).
     static func obtain(
         file: String?, variable: String = "DPCTL_PASSCODE", option: String = "--passcode-file", prompt: String, confirm: Bool = false,
         alternative: String? = nil
-    ) throws(DataProtectionError) -> String {
+    ) throws(DataProtectionError) -> Passcode {
         if let file { return try contents(ofFile: file) }
-        if let value = ProcessInfo.processInfo.environment[variable], !value.isEmpty { return value }
+        if let value = captured[variable], value.byteCount > 0 { return value }
         guard isatty(STDIN_FILENO) == 1 else {
             throw DataProtectionError(.protectedDataUnavailable, "A passcode is needed, and standard input is not a terminal to ask for it.",
                                       hint: "Set \(variable) or pass \(option) <file>" + (alternative.map { ", or \($0)." } ?? "."))
         }
         let first = try promptNoEcho(prompt)
         if confirm {
-            guard try promptNoEcho("Again: ") == first else {
+            guard try promptNoEcho("Again: ").matches(first) else {
                 throw .init(.invalidArgument, "The two passcodes differ.")
             }
         }
         return first
     }
 
-    /// A passcode file's bytes, less one trailing newline (`\n` or `\r\n`): refused unless it is
-    /// a regular file (links followed) that neither group nor others can read, of at most
-    /// ``fileLimit`` bytes, holding UTF-8 (never decoded lossily: two different files must
-    /// never give the same passcode).
-    static func contents(ofFile file: String) throws(DataProtectionError) -> String {
+    /// A passcode file's bytes, less one trailing newline (`\n` or `\r\n`), read into secure
+    /// memory: refused unless it is a regular file (links followed) that neither group nor
+    /// others can read, of at most ``fileLimit`` bytes. Any bytes are a passcode (never decoded:
+    /// two different files never give the same passcode).
+    static func contents(ofFile file: String) throws(DataProtectionError) -> Passcode {
         var status = stat()
         guard stat(file, &status) == 0 else {
             throw DataProtectionError(errno == ENOENT ? .fileNotFound : .ioFailure,
@@ -230,39 +251,27 @@ enum Passcode {
             throw DataProtectionError(.invalidArgument, "The passcode file \(file) can be read by others (mode \(String(status.st_mode & 0o777, radix: 8))).",
                                       hint: "chmod 600 \(file)")
         }
-        guard let handle = FileHandle(forReadingAtPath: file) else {
-            throw DataProtectionError(.ioFailure, "Cannot open the passcode file \(file).")
-        }
-        defer { try? handle.close() }
-        let data: Data
+        let descriptor: FileDescriptor
         do {
-            data = try handle.read(upToCount: fileLimit + 1) ?? Data()
+            descriptor = try FileDescriptor.open(FilePath(file), .readOnly, options: [.closeOnExec])
         } catch {
-            throw DataProtectionError(.ioFailure, "Cannot read the passcode file \(file): \(error.localizedDescription).")
+            throw DataProtectionError(.ioFailure, "Cannot open the passcode file \(file): \(error).")
         }
-        guard data.count <= fileLimit else {
+        defer { try? descriptor.close() }
+        do throws(DataProtectionError) {
+            return try Passcode(reading: descriptor, limit: fileLimit)
+        } catch {
+            guard error.code == .invalidArgument else {
+                throw DataProtectionError(.ioFailure, "Cannot read the passcode file \(file): \(error.message)")
+            }
             throw DataProtectionError(.invalidArgument, "The passcode file \(file) is longer than \(fileLimit) bytes.")
         }
-        var bytes = data
-        if bytes.last == UInt8(ascii: "\n") {
-            bytes.removeLast()
-            if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
-        }
-        return try text(bytes, source: "The passcode file \(file)")
     }
 
-    /// `bytes` as UTF-8, refused (never repaired) when they are not.
-    static func text(_ bytes: some Collection<UInt8>, source: String) throws(DataProtectionError) -> String {
-        guard let text = String(validating: bytes, as: UTF8.self) else {
-            throw DataProtectionError(.invalidArgument, "\(source) is not UTF-8 text: its bytes cannot be a passcode here.",
-                                      hint: "Passcodes are UTF-8 text; encode binary keys (base64, hex) first.")
-        }
-        return text
-    }
-
-    /// Reads a line from /dev/tty with echo off (getpass-style), restoring the terminal afterwards.
-    static func promptNoEcho(_ prompt: String) throws(DataProtectionError) -> String {
-        let tty = open("/dev/tty", O_RDWR | O_NOCTTY)
+    /// Reads a line from /dev/tty with echo off (getpass-style) into secure memory, restoring the
+    /// terminal afterwards.
+    static func promptNoEcho(_ prompt: String) throws(DataProtectionError) -> Passcode {
+        let tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
         guard tty >= 0 else { throw DataProtectionError(.ioFailure, "Cannot open /dev/tty to ask for the passcode.") }
         defer { close(tty) }
         var saved = termios()
@@ -278,13 +287,7 @@ enum Passcode {
             _ = "\n".utf8CString.withUnsafeBufferPointer { write(tty, $0.baseAddress, 1) }
         }
         _ = prompt.utf8CString.withUnsafeBufferPointer { write(tty, $0.baseAddress, $0.count - 1) }
-        var bytes: [UInt8] = []
-        var byte: UInt8 = 0
-        while read(tty, &byte, 1) == 1 {
-            if byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") { break }
-            bytes.append(byte)
-        }
-        return try text(bytes, source: "The passcode typed")
+        return try Passcode(reading: FileDescriptor(rawValue: tty), limit: fileLimit, stoppingAtNewline: true)
     }
 }
 

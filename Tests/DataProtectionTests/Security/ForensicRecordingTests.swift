@@ -147,7 +147,7 @@ struct ForensicRecordingTests {
         try withScratchDirectory { root in
             let recorder = RecordingFileSystem()
             let device = try Device(directory: FilePath(root.appendingPathComponent("device").path), clock: VirtualClock(),
-                                    configuration: .testing(), fileSystem: recorder, creatingWithPasscode: "1111")
+                                    configuration: .testing(), fileSystem: recorder, creatingWithPasscode: Passcode("1111"))
             let store = try ProtectedStore(directory: root.appendingPathComponent("files"), device: device)
             let hierarchy = device.hierarchy
             try device.unlock(passcode: "1111")

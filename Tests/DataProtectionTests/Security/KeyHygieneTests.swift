@@ -1,5 +1,6 @@
 import Foundation
 import SodiumBridge
+import SystemPackage
 import Testing
 @testable import DataProtection
 
@@ -147,6 +148,37 @@ struct KeyHygieneTests {
             #expect(after.bytesScanned > 1 << 20)
             #expect(after.findings.isEmpty, "left in memory: \(after.findings)")
             try? handle.close()
+        }
+        #endif
+    }
+
+    @Test("a passcode read from a file lives only in secure memory: found while held, nowhere once released")
+    func passcodeFromFile() throws {
+        #if os(Linux)
+        try withScratchDirectory { (root: URL) throws in
+            let store = try ProtectedStore(directory: root, clock: VirtualClock(), configuration: .testing())
+            // 40 bytes, none of them NUL or a newline, not UTF-8: a key file, say.
+            var raw = Data((0..<40).map { UInt8(0x80 + (($0 * 37) % 0x7F)) })
+            let secret = raw.withUnsafeBytes { SecretRecorder.Secret(label: "passcode", bytes: $0) }
+            let file = root.appendingPathComponent("passcode")
+            try raw.write(to: file)
+            Memory.wipe(&raw)
+            func session() throws {
+                let descriptor = try FileDescriptor.open(FilePath(file.path), .readOnly)
+                defer { try? descriptor.close() }
+                let passcode = try Passcode(reading: descriptor)
+                #expect(passcode.byteCount == 40)
+                try store.device.unlock()
+                try store.device.setPasscode(passcode)
+                store.device.lock()
+                try store.device.unlock(passcode: passcode)
+                try store.device.changePasscode(from: passcode, to: passcode)
+                // Positive control: the live passcode is found (in its secure memory).
+                #expect(try Self.scan([secret]).findings.contains { $0.label == "passcode" })
+            }
+            try session()
+            let after = try Self.scan([secret])
+            #expect(after.findings.isEmpty, "left in memory: \(after.findings)")
         }
         #endif
     }

@@ -93,13 +93,25 @@ public final class ProtectedStore: Sendable {
     public convenience init(
         creatingAt directory: URL,
         deviceDirectory: URL,
-        passcode: String,
+        passcode: Passcode,
         clock: any DeviceClock = SystemClock.shared,
         configuration: DeviceConfiguration = DeviceConfiguration()
     ) throws(DataProtectionError) {
         let device = try Device(directory: FilePath(deviceDirectory.path), clock: clock, configuration: configuration,
                                 fileSystem: PosixFileSystem(), creatingWithPasscode: passcode)
         try self.init(directory: directory, device: device)
+    }
+
+    /// A new device with the UTF-8 bytes of `passcode` set from the start, and its store apart.
+    public convenience init(
+        creatingAt directory: URL,
+        deviceDirectory: URL,
+        passcode: String,
+        clock: any DeviceClock = SystemClock.shared,
+        configuration: DeviceConfiguration = DeviceConfiguration()
+    ) throws(DataProtectionError) {
+        try self.init(creatingAt: directory, deviceDirectory: deviceDirectory, passcode: Passcode(passcode),
+                      clock: clock, configuration: configuration)
     }
 
     /// A device and its store in one directory (`device/` and `files/` inside it).
@@ -128,7 +140,7 @@ public final class ProtectedStore: Sendable {
     /// - Throws: ``DataProtectionError/Code/fileExists`` if a device is already there.
     public convenience init(
         creatingAt directory: URL,
-        passcode: String,
+        passcode: Passcode,
         clock: any DeviceClock = SystemClock.shared,
         configuration: DeviceConfiguration = DeviceConfiguration()
     ) throws(DataProtectionError) {
@@ -137,6 +149,16 @@ public final class ProtectedStore: Sendable {
         let device = try Device(directory: FilePath(directory.appendingPathComponent("device").path), clock: clock,
                                 configuration: configuration, fileSystem: fileSystem, creatingWithPasscode: passcode)
         try self.init(directory: directory.appendingPathComponent("files"), device: device)
+    }
+
+    /// A new device with the UTF-8 bytes of `passcode` set from the start, and its store, in one directory.
+    public convenience init(
+        creatingAt directory: URL,
+        passcode: String,
+        clock: any DeviceClock = SystemClock.shared,
+        configuration: DeviceConfiguration = DeviceConfiguration()
+    ) throws(DataProtectionError) {
+        try self.init(creatingAt: directory, passcode: Passcode(passcode), clock: clock, configuration: configuration)
     }
 
     /// The file system every file of the store goes through: the device's.
