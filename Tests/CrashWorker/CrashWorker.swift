@@ -8,7 +8,8 @@ import Foundation
 /// `CrashWorker <directory> <seed> <passcode>` opens (or creates) the device and
 /// store in `<directory>`, unlocks with `<passcode>`, then does random work for
 /// ever: atomic puts, handle writes with and without `synchronize()`, truncates,
-/// class changes, renames, removals and passcode changes. Before each operation
+/// class changes, renames, removals, passcode changes, and the device's lock (with a
+/// handle open: its flush at key discard), reboot and erase. Before each operation
 /// it prints `B <operation>` and after it returns `A`, one line per `write(2)` to
 /// standard output, so the parent knows exactly what was acknowledged when it
 /// kills the worker with SIGKILL. The operations follow from `<seed>` (SplitMix64),
@@ -27,6 +28,9 @@ import Foundation
 ///     move <from> <to>
 ///     remove <path>
 ///     passcode <new>                           changePasscode(from: current, to: new)
+///     lock                                     device.lock() (grace 0), then unlock: a class A handle is flushed
+///     reboot                                   device.reboot() (handles flushed and closed), then unlock
+///     erase <new>                              device.erase(), then unlock, setPasscode(new), mkdir /d
 @main
 struct CrashWorker {
     static let names = ["/f0", "/f1", "/f2", "/d/f3", "/d/f4", "/d/f5"]
@@ -91,6 +95,16 @@ struct CrashWorker {
                     say("B truncate \(size)")
                     try open.handle.truncate(atOffset: size)
                     handle?.size = size
+                case 80..<84:
+                    // The lock's flush: what the handle cached is written before the class A key goes.
+                    say("B lock")
+                    device.lock()
+                    try device.unlock(passcode: current)
+                case 84..<87:
+                    say("B reboot")
+                    try device.reboot()
+                    handle = nil
+                    try device.unlock(passcode: current)
                 default:
                     say("B close")
                     try open.handle.close()
@@ -133,6 +147,18 @@ struct CrashWorker {
                 say("B passcode \(new)")
                 try device.changePasscode(from: current, to: new)
                 current = new
+            case 95..<96:
+                let new = "e\(seed % 100_000)-\(counter)"
+                say("B erase \(new)")
+                try device.erase()
+                try device.unlock()
+                try device.setPasscode(new)
+                current = new
+                try store.createDirectory(atPath: "/d")
+            case 96..<98:
+                say("B reboot")
+                try device.reboot()
+                try device.unlock(passcode: current)
             default:
                 continue
             }

@@ -15,6 +15,11 @@ import Glibc
 /// worker had written (even without `fsync`) is on disk. Power loss, where the
 /// unsynced part is lost too, is modelled separately by ``CrashingFileSystem``.
 ///
+/// The worker also locks the device with a handle open (the lock's flush), reboots it and
+/// erases it: a lock commits a class A handle's writes; a reboot commits and closes the
+/// handle; an erase cut short leaves the old store, or an empty one with no passcode or
+/// with the new one.
+///
 /// After each kill: the device boots and unlocks with the last acknowledged passcode
 /// or the one being set; every file lists, opens and reads without error; the
 /// whole store (every file's content and class, the passcode) equals one of the
@@ -83,6 +88,7 @@ struct CrashHarnessTests {
         var allowed = [start]
         var handlePath: String?
         var pending: String?
+        var lockCommits = false
         func apply(_ line: String) throws {
             let words = line.split(separator: " ").map(String.init)
             switch words[0] {
@@ -115,6 +121,13 @@ struct CrashHarnessTests {
                 state.files.removeValue(forKey: words[1])
             case "passcode":
                 state.passcode = words[1]
+            case "lock":
+                break  // the handle's writes: durable now if its file is class A (see below), else as they were
+            case "reboot":
+                handlePath = nil
+            case "erase":
+                state.files = [:]
+                state.passcode = words[1]
             default:
                 Issue.record("unknown operation \(line)")
             }
@@ -124,14 +137,22 @@ struct CrashHarnessTests {
             if line.hasPrefix("B ") {
                 pending = String(line.dropFirst(2))
                 allowed += try Self.partialWrites(of: pending!, on: state, path: handlePath)
+                if pending!.hasPrefix("erase ") {
+                    // Cut after the device was made fresh and before its new passcode: empty, no passcode.
+                    allowed.append(State(passcode: ""))
+                }
+                // A lock commits a handle's writes only if its class key goes (class A): the others keep theirs.
+                lockCommits = pending == "lock" && handlePath.flatMap { state.files[$0]?.letter } == "A"
                 try apply(pending!)
                 allowed.append(state)
             } else if line == "A", let op = pending {
                 pending = nil
                 // Everything but a handle's write or truncation is committed when acknowledged: older
-                // states are gone. (A handle's changes are durable at `synchronize()` or close; before
-                // that the store may commit them with the ones before, never apart.)
-                if !["write ", "truncate ", "open "].contains(where: op.hasPrefix) { allowed = [state] }
+                // states are gone. (A handle's changes are durable at `synchronize()`, close, reboot or the
+                // lock's flush; before that the store may commit them with the ones before, never apart.)
+                if !["write ", "truncate ", "open "].contains(where: op.hasPrefix) && (op != "lock" || lockCommits) {
+                    allowed = [state]
+                }
             }
         }
         return allowed
@@ -241,13 +262,16 @@ struct CrashHarnessTests {
             try store.device.setPasscode(state.passcode)
         }
         var totals = (killed: 0, operations: 0, inFlight: 0, beforeReady: 0)
+        var lifecycle: [String: (done: Int, killedInside: Int)] = [:]
         for round in 0..<kills {
             let beforeReady = Int.random(in: 0..<10, using: &random) == 0
             let delay = beforeReady ? Int.random(in: 0...60, using: &random) : Int.random(in: 0...120, using: &random)
             let roundSeed = seed &* 1_000_003 &+ UInt64(round)
             let run = try Self.runAndKill(worker, directory: root, seed: roundSeed, passcode: state.passcode,
                                           delay: delay, beforeReady: beforeReady)
-            let context = "seed \(seed) round \(round) (worker seed \(roundSeed), \(run.lines.count) lines)"
+            let context = "seed \(seed) round \(round) (worker seed \(roundSeed), killed \(delay) ms after "
+                + "\(beforeReady ? "its start" : "READY"), \(run.lines.count) lines; reproduce: DP_CRASH_SEED=\(seed) "
+                + "DP_CRASH_KILLS=\(round + 1) swift test --filter CrashHarness)"
             guard run.killed else {
                 Issue.record("\(context): the worker ended by itself: \(run.stderr)")
                 return
@@ -256,6 +280,10 @@ struct CrashHarnessTests {
             if !run.lines.contains("READY") { totals.beforeReady += 1 }
             totals.operations += run.lines.filter { $0 == "A" }.count
             if run.lines.last?.hasPrefix("B ") == true { totals.inFlight += 1 }
+            for kind in ["lock", "reboot", "erase"] {
+                lifecycle[kind, default: (0, 0)].done += run.lines.filter { $0 == "B \(kind)" || $0.hasPrefix("B \(kind) ") }.count
+                if let last = run.lines.last, last == "B \(kind)" || last.hasPrefix("B \(kind) ") { lifecycle[kind]!.killedInside += 1 }
+            }
             let allowed = try Self.candidates(from: state, transcript: run.lines)
 
             // Boot in this process, on the real file system, and look.
@@ -285,7 +313,8 @@ struct CrashHarnessTests {
                 print("CRASH-HARNESS seed \(seed): \(round + 1) kills survived so far, \(totals.operations) acknowledged operations")
             }
         }
-        print("CRASH-HARNESS seed \(seed): \(totals.killed) kills survived, \(totals.operations) acknowledged operations, \(totals.inFlight) kills inside an operation, \(totals.beforeReady) before the worker was ready; every state verified: 0 data lost, 0 forged reads")
+        print("CRASH-HARNESS seed \(seed): \(totals.killed) kills survived, \(totals.operations) acknowledged operations, \(totals.inFlight) kills inside an operation, \(totals.beforeReady) before the worker was ready; every state verified: 0 data lost, 0 forged reads; device operations "
+              + lifecycle.keys.sorted().map { "\($0) \(lifecycle[$0]!.done) (\(lifecycle[$0]!.killedInside) killed inside)" }.joined(separator: ", "))
         #expect(totals.killed == kills)
     }
 }
