@@ -152,6 +152,73 @@ struct KeyHygieneTests {
         #endif
     }
 
+    /// A value with secret bytes, for the Codable paths.
+    struct Secret: Codable {
+        var payload: Data
+        var tag: Int
+    }
+
+    /// Zeroes a `String`'s UTF-8 storage where it is (a careful caller's copy of a line; lines
+    /// here are long enough to be stored on the heap, not inline).
+    static func wipe(_ string: inout String) {
+        string.withUTF8 { buffer in
+            if let base = buffer.baseAddress {
+                UnsafeMutableRawPointer(mutating: base).initializeMemory(as: UInt8.self, repeating: 0, count: buffer.count)
+            }
+        }
+    }
+
+    @Test("complete: Codable files (JSON, property list) and lines(atPath:) leave no plaintext after the grace period")
+    func codableAndLines() async throws {
+        #if os(Linux)
+        try await withScratchDirectory { root in
+            let clock = VirtualClock()
+            let store = try ProtectedStore(directory: root, clock: clock, configuration: .testing(grace: .seconds(10)))
+            let secrets = try await SecretRecorder.recording { () async throws -> [SecretRecorder.Secret] in
+                try store.device.unlock()
+                try store.device.setPasscode("1234")
+                var windows: [SecretRecorder.Secret] = []
+                // 400 lines of 100 printable characters, read back line by line.
+                let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789".utf8)
+                // Filled in place: a Data grown byte by byte leaves copies of itself behind.
+                var text = Data(repeating: UInt8(ascii: "\n"), count: 400 * 101)
+                var random = Random.bytes(count: 400 * 100)
+                for (index, byte) in random.enumerated() {
+                    text[index / 100 * 101 + index % 100] = alphabet[Int(byte) % alphabet.count]
+                }
+                Memory.wipe(&random)
+                windows += Self.recordWindows(of: text, label: "lines")
+                try store.write(text, to: "Documents/lines.txt", protection: .complete)
+                Memory.wipe(&text)
+                var count = 0
+                for try await line in store.lines(atPath: "Documents/lines.txt") {
+                    var line = line
+                    #expect(line.utf8.count == 100)
+                    Self.wipe(&line)
+                    count += 1
+                }
+                #expect(count == 400)
+                // Codable: the payload's bytes are raw in a binary property list, base64 in JSON.
+                for (format, name) in [(ProtectedCodingFormat.propertyList, "value.plist"), (.json, "value.json")] {
+                    var value = Secret(payload: Random.bytes(count: 16 * 1024), tag: 7)
+                    windows += Self.recordWindows(of: value.payload, label: "codable \(name)")
+                    try store.encode(value, to: "Documents/\(name)", format: format, protection: .complete)
+                    var back = try store.decode(Secret.self, from: "Documents/\(name)", format: format)
+                    #expect(Self.digest(back.payload) == Self.digest(value.payload))
+                    Memory.wipe(&back.payload)
+                    Memory.wipe(&value.payload)
+                }
+                return windows
+            }
+            store.device.lock()
+            clock.advance(by: .seconds(11))
+            let after = try Self.scan(secrets)
+            #expect(after.bytesScanned > 1 << 20)
+            #expect(after.findings.isEmpty, "left in memory: \(Set(after.findings.map(\.label)).sorted()) \(after.findings.prefix(8))")
+        }
+        #endif
+    }
+
     @Test("a passcode read from a file lives only in secure memory: found while held, nowhere once released")
     func passcodeFromFile() throws {
         #if os(Linux)

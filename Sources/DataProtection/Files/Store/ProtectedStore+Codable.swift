@@ -1,4 +1,5 @@
 import Foundation
+import SodiumBridge
 
 /// How ``ProtectedStore/encode(_:to:format:protection:)`` serialises a value.
 public enum ProtectedCodingFormat: Sendable, Hashable {
@@ -13,7 +14,7 @@ extension ProtectedStore {
     public func encode<T: Encodable>(
         _ value: T, to path: String, format: ProtectedCodingFormat = .json, protection: ProtectionChoice = .inherited
     ) throws(DataProtectionError) {
-        let data: Data
+        var data: Data
         do {
             switch format {
             case .json:
@@ -28,6 +29,8 @@ extension ProtectedStore {
         } catch {
             throw .invalidArgument("Could not encode a \(T.self): \(error).")
         }
+        // The encoded plaintext is ours: wiped once written (what the encoder kept on the way is Foundation's).
+        defer { Memory.wipe(&data) }
         try write(data, to: path, protection: protection)
     }
 
@@ -35,7 +38,8 @@ extension ProtectedStore {
     public func decode<T: Decodable>(
         _ type: T.Type, from path: String, format: ProtectedCodingFormat = .json
     ) throws(DataProtectionError) -> T {
-        let data = try contents(atPath: path)
+        var data = try contents(atPath: path)
+        defer { Memory.wipe(&data) }  // the file's plaintext, ours; the decoded value is the caller's
         do {
             switch format {
             case .json: return try JSONDecoder().decode(type, from: data)

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import SodiumBridge
 
 extension ProtectedFileSystem {
     /// The contents of the file at `path` as an asynchronous sequence of pieces of
@@ -86,31 +87,61 @@ public struct ProtectedLines: AsyncSequence, Sendable {
     }
 
     /// Splits pieces into lines, keeping only the unfinished line between pieces.
+    ///
+    /// The plaintext it holds is wiped as it goes: each piece once copied, the buffer when a
+    /// new piece replaces it and when the iterator is released (the lines themselves are the
+    /// caller's).
     public struct Iterator: AsyncIteratorProtocol {
         var chunks: ProtectedChunks.Iterator
-        var pending = Data()
+        let buffer = LineBuffer()
         var ended = false
 
         public mutating func next() async throws -> String? {
             while true {
+                let pending = buffer.bytes[buffer.start...]
                 if let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
                     var line = pending[pending.startIndex..<newline]
                     if line.last == UInt8(ascii: "\r") { line = line.dropLast() }
-                    pending = Data(pending[(newline + 1)...])
+                    buffer.start = newline + 1
                     return String(decoding: line, as: UTF8.self)
                 }
                 if ended {
-                    guard !pending.isEmpty else { return nil }
-                    defer { pending = Data() }
-                    return String(decoding: pending, as: UTF8.self)
+                    defer { buffer.clear() }
+                    return pending.isEmpty ? nil : String(decoding: pending, as: UTF8.self)
                 }
-                if let piece = try await chunks.next() {
-                    pending.append(piece)
+                if var piece = try await chunks.next() {
+                    buffer.append(piece)
+                    Memory.wipe(&piece)
                 } else {
                     ended = true
                 }
             }
         }
+    }
+}
+
+/// The unfinished line of a ``ProtectedLines`` iterator: bytes from `start` on are pending.
+/// Every buffer it lets go of is wiped first, itself included when it is released.
+final class LineBuffer {
+    var bytes = Data()
+    var start = 0
+
+    deinit { Memory.wipe(&bytes) }
+
+    /// Appends `piece` after the pending bytes, in a new buffer (the old one is wiped).
+    func append(_ piece: Data) {
+        var grown = Data(capacity: bytes.count - start + piece.count)
+        grown.append(bytes[start...])
+        grown.append(piece)
+        Memory.wipe(&bytes)
+        bytes = grown
+        start = 0
+    }
+
+    func clear() {
+        Memory.wipe(&bytes)
+        bytes = Data()
+        start = 0
     }
 }
 
