@@ -65,6 +65,11 @@ package enum BLAKE2b {
             return
         }
         // One secure allocation for the whole message (each costs several system calls).
+        gathered(parts).withUnsafeBytes { m in digest(into: out, key: key, message: m) }
+    }
+
+    /// The concatenated parts in one new secure buffer (a message that holds secrets).
+    package static func gathered(_ parts: [Part]) -> SecureBytes {
         let total = parts.reduce(0) { total, part in
             switch part {
             case .secret(let secret): total + secret.count
@@ -72,7 +77,7 @@ package enum BLAKE2b {
             case .label(let label): total + label.utf8.count
             }
         }
-        let message = SecureBytes(count: total) { out in
+        return SecureBytes(count: total) { out in
             var offset = 0
             for part in parts {
                 switch part {
@@ -88,7 +93,6 @@ package enum BLAKE2b {
                 }
             }
         }
-        message.withUnsafeBytes { m in digest(into: out, key: key, message: m) }
     }
 
     private static func digest(into out: UnsafeMutableRawBufferPointer, key: SecureBytes?, message m: UnsafeRawBufferPointer) {

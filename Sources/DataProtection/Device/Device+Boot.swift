@@ -23,7 +23,7 @@ extension Device {
         var opened: (slot: Int, effaceable: SecureBytes, sealKey: SecureBytes, keybag: Keybag)?
         for (index, candidate) in slots.enumerated() {
             guard let candidate else { continue }
-            let sealKey = hierarchy.sealKey(effaceable: candidate)
+            let sealKey = try hierarchy.sealKey(effaceable: candidate)
             if opened == nil, let keybag = try? files.readKeybag(sealKey: sealKey) {
                 opened = (index, candidate, sealKey, keybag)
             }
@@ -39,7 +39,7 @@ extension Device {
             try files.overwriteEffaceableSlot(index, with: nil)
             logger.notice("completed an interrupted rotation of the effaceable key")
         }
-        let counterKey = hierarchy.attemptCounterKey()
+        let counterKey = try hierarchy.attemptCounterKey()
         var attempts: AttemptRecord
         if let stored = try files.readAttempts(macKey: counterKey) {
             attempts = stored
@@ -62,14 +62,14 @@ extension Device {
         files: DeviceFiles, hierarchy: KeyHierarchy, passcode: (SecureBytes, PasscodeParameters)?
     ) throws(DataProtectionError) -> Core {
         let effaceable = SecureBytes.random(count: 32)
-        let sealKey = hierarchy.sealKey(effaceable: effaceable)
-        let counterKey = hierarchy.attemptCounterKey()
+        let sealKey = try hierarchy.sealKey(effaceable: effaceable)
+        let counterKey = try hierarchy.attemptCounterKey()
         let (publicKey, classBSecret) = X25519.generateKeyPair()
         let parameters = passcode?.1 ?? .none
         var keybag = Keybag(id: Random.bytes(count: Keybag.idByteCount), passcode: parameters, classBPublicKey: publicKey, slots: [:])
         let passcodeKey = try hierarchy.passcodeKey(passcode: passcode?.0 ?? SecureBytes(count: 0), parameters: parameters)
         defer { passcodeKey.wipe() }
-        let deviceOnlyKey = hierarchy.deviceOnlyKey()
+        let deviceOnlyKey = try hierarchy.deviceOnlyKey()
         for slot in KeybagSlot.allCases {
             let key = slot == .completeUnlessOpenSecret ? classBSecret : SecureBytes.random(count: 32)
             keybag.wrap(key, into: slot, with: slot.isPasscodeWrapped ? passcodeKey : deviceOnlyKey)
@@ -86,7 +86,7 @@ extension Device {
 
     /// Unwraps the class D and metadata keys, available from boot.
     private static func loadDeviceOnlyKeys(into core: inout Core, hierarchy: KeyHierarchy) throws(DataProtectionError) {
-        let deviceOnlyKey = hierarchy.deviceOnlyKey()
+        let deviceOnlyKey = try hierarchy.deviceOnlyKey()
         for slot in [KeybagSlot.none, .metadata] {
             guard let key = core.keybag.unwrap(slot, with: deviceOnlyKey) else {
                 throw .integrity("The keybag's device-only keys do not unwrap: it belongs to another device key.",

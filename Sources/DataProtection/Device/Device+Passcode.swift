@@ -101,7 +101,7 @@ extension Device {
         }
         let nextSlot = 1 - currentSlot
         let next = SecureBytes.random(count: 32)
-        let nextSealKey = hierarchy.sealKey(effaceable: next)
+        let nextSealKey = try hierarchy.sealKey(effaceable: next)
         try files.overwriteEffaceableSlot(nextSlot, with: next)
         do {
             try files.writeKeybag(keybag, sealKey: nextSealKey)
@@ -190,12 +190,12 @@ extension Device {
             try storeAttempts(record)
             throw .integrity("The keybag's class keys do not unwrap without a passcode: it is corrupt.")
         }
-        let fingerprint = hierarchy.passcodeFingerprint(wrappingKey.map { .derivedKey($0) } ?? .passcode(passcode))
+        let fingerprint = try hierarchy.passcodeFingerprint(wrappingKey.map { .derivedKey($0) } ?? .passcode(passcode))
+        // The previous wrong attempt may predate the passcode (set since, with a salt of its
+        // own): it was fingerprinted as FP'(P) then. Compared, never stored (key-hierarchy.md §8.5).
+        let rawFingerprint = wrappingKey != nil ? try hierarchy.passcodeFingerprint(.passcode(passcode)) : nil
         if let previous = record.lastFailedFingerprint,
-           ConstantTime.equals(previous, fingerprint)
-            // The previous wrong attempt may predate the passcode (set since, with a salt of its
-            // own): it was fingerprinted as FP'(P) then. Compared, never stored (key-hierarchy.md §8.5).
-            || (wrappingKey != nil && ConstantTime.equals(previous, hierarchy.passcodeFingerprint(.passcode(passcode)))) {
+           ConstantTime.equals(previous, fingerprint) || rawFingerprint.map({ ConstantTime.equals(previous, $0) }) == true {
             try storeAttempts(record)
             throw DataProtectionError(.incorrectPasscode, "Incorrect passcode (a repeat of the previous attempt: not counted again).")
         }

@@ -130,7 +130,11 @@ public final class Device: Sendable {
         let hasEffaceableKey = try files.exists(files.effaceable)
         let hasKeybag = try files.exists(files.keybag)
         let fresh = !hasEffaceableKey && !hasKeybag
-        let deviceKey = try FileDeviceKey.load(at: files.uid, fileSystem: fileSystem, create: fresh)
+        let deviceKey: any DeviceKeyProvider = if let provider = configuration.deviceKeyProvider {
+            provider
+        } else {
+            try FileDeviceKey.load(at: files.uid, fileSystem: fileSystem, create: fresh)
+        }
         let hierarchy = KeyHierarchy(deviceKey: deviceKey)
         let booted: Core
         if let newPasscode {

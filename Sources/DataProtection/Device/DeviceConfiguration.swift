@@ -27,6 +27,12 @@ public struct DeviceConfiguration: Sendable, Hashable {
     /// unlock, key discard, restart, erase, passcode change and failed attempt. Not part of
     /// equality: two configurations with different loggers are the same rules.
     public var logger: Logger
+    /// What holds the device key (default `nil`: a random key in the device directory's
+    /// `uid` file, created with the device). A TPM, HSM or kernel-keyring provider keeps the
+    /// key out of every file; the device directory then holds no `uid` file. A device opens
+    /// only with the provider (and key) it was created with: anything else is
+    /// `integrityFailure`. Not part of equality, like the logger.
+    public var deviceKeyProvider: (any DeviceKeyProvider)?
 
     /// The default rules, optionally changed.
     public init(
@@ -35,7 +41,8 @@ public struct DeviceConfiguration: Sendable, Hashable {
         eraseAfterFailedAttempts: Int? = nil,
         passcodeCost: PasscodeCost = .standard,
         ownershipTimeout: Duration = .seconds(30),
-        logger: Logger = Logger(label: "DataProtection.Device")
+        logger: Logger = Logger(label: "DataProtection.Device"),
+        deviceKeyProvider: (any DeviceKeyProvider)? = nil
     ) {
         self.gracePeriod = gracePeriod
         self.inactivityPeriod = inactivityPeriod
@@ -43,16 +50,17 @@ public struct DeviceConfiguration: Sendable, Hashable {
         self.passcodeCost = passcodeCost
         self.ownershipTimeout = ownershipTimeout
         self.logger = logger
+        self.deviceKeyProvider = deviceKeyProvider
     }
 
-    /// The same rules (the logger is not compared).
+    /// The same rules (the logger and the device key provider are not compared).
     public static func == (lhs: DeviceConfiguration, rhs: DeviceConfiguration) -> Bool {
         lhs.gracePeriod == rhs.gracePeriod && lhs.inactivityPeriod == rhs.inactivityPeriod
             && lhs.eraseAfterFailedAttempts == rhs.eraseAfterFailedAttempts && lhs.passcodeCost == rhs.passcodeCost
             && lhs.ownershipTimeout == rhs.ownershipTimeout
     }
 
-    /// Hashes the rules (not the logger).
+    /// Hashes the rules (not the logger, nor the device key provider).
     public func hash(into hasher: inout Hasher) {
         hasher.combine(gracePeriod)
         hasher.combine(inactivityPeriod)

@@ -28,20 +28,20 @@ package struct KeyHierarchy: Sendable {
     }
 
     /// `K_seal`: seals the keybag; depends on the effaceable key and the device key.
-    package func sealKey(effaceable: SecureBytes) -> SecureBytes {
-        deviceKey.deriveKey(label: Label.keybagSeal, input: [.secret(effaceable)])
+    package func sealKey(effaceable: SecureBytes) throws(DataProtectionError) -> SecureBytes {
+        try deviceKey.deriveKey(label: Label.keybagSeal, input: [.secret(effaceable)])
     }
 
     /// `K_device`: wraps class D and the metadata key.
-    package func deviceOnlyKey() -> SecureBytes {
-        deviceKey.deriveKey(label: Label.deviceOnly, input: [])
+    package func deviceOnlyKey() throws(DataProtectionError) -> SecureBytes {
+        try deviceKey.deriveKey(label: Label.deviceOnly, input: [])
     }
 
     /// `K_passcode`: wraps classes A, B (secret), C and CX.
     package func passcodeKey(passcode: SecureBytes, parameters: PasscodeParameters) throws(DataProtectionError) -> SecureBytes {
         switch parameters {
         case .none:
-            return deviceKey.deriveKey(label: Label.noPasscode, input: [])
+            return try deviceKey.deriveKey(label: Label.noPasscode, input: [])
         case .argon2id(let salt, let operations, let memory):
             let stretched: SecureBytes
             do {
@@ -50,13 +50,13 @@ package struct KeyHierarchy: Sendable {
                 throw DataProtectionError(.ioFailure, "Argon2id could not run with \(memory) bytes of memory: \(error).",
                                           hint: "Free some memory and try again.")
             }
-            return deviceKey.deriveKey(label: Label.passcode, input: [.secret(stretched)])
+            return try deviceKey.deriveKey(label: Label.passcode, input: [.secret(stretched)])
         }
     }
 
     /// `K_counter`: authenticates the attempt counter file.
-    package func attemptCounterKey() -> SecureBytes {
-        deviceKey.deriveKey(label: Label.attemptCounter, input: [])
+    package func attemptCounterKey() throws(DataProtectionError) -> SecureBytes {
+        try deviceKey.deriveKey(label: Label.attemptCounter, input: [])
     }
 
     /// What a failed attempt's fingerprint is computed over.
@@ -70,8 +70,8 @@ package struct KeyHierarchy: Sendable {
 
     /// A keyed fingerprint of a failed attempt, stored to recognise an immediate repeat:
     /// `BLAKE2b-256(key: K_fingerprint, 0x01 || K_passcode)` or `(…, 0x02 || passcode)`.
-    package func passcodeFingerprint(_ input: FingerprintInput) -> Data {
-        let key = deviceKey.deriveKey(label: Label.passcodeFingerprint, input: [])
+    package func passcodeFingerprint(_ input: FingerprintInput) throws(DataProtectionError) -> Data {
+        let key = try deviceKey.deriveKey(label: Label.passcodeFingerprint, input: [])
         switch input {
         case .derivedKey(let derived): return BLAKE2b.mac(key: key, [.data(Data([1])), .secret(derived)])
         case .passcode(let passcode): return BLAKE2b.mac(key: key, [.data(Data([2])), .secret(passcode)])

@@ -69,14 +69,14 @@ struct EraseTests {
             let oldEffaceable = try #require(try fixture.device.files.readEffaceableKey())
             // The old keybag opens with the old effaceable key: the effaceable key is what matters.
             #expect(throws: Never.self) {
-                try Keybag.open(file: oldKeybag, sealKey: fixture.device.hierarchy.sealKey(effaceable: oldEffaceable))
+                try Keybag.open(file: oldKeybag, sealKey: try fixture.device.hierarchy.sealKey(effaceable: oldEffaceable))
             }
 
             try fixture.device.erase()
 
             let newEffaceable = try #require(try fixture.device.files.readEffaceableKey())
             #expect(!newEffaceable.constantTimeEquals(oldEffaceable))
-            let newSeal = fixture.device.hierarchy.sealKey(effaceable: newEffaceable)
+            let newSeal = try fixture.device.hierarchy.sealKey(effaceable: newEffaceable)
             expectError(.integrityFailure) { _ = try Keybag.open(file: oldKeybag, sealKey: newSeal) }
             let newKeybag = try Data(contentsOf: fixture.file("keybag"))
             #expect(newKeybag != oldKeybag)

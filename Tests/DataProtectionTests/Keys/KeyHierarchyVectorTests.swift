@@ -23,7 +23,7 @@ struct KeyHierarchyVectorTests {
 
         // The parser on its own.
         let hierarchy = KeyHierarchy(deviceKey: FileDeviceKey(key: .vector(uid)))
-        let sealKey = hierarchy.sealKey(effaceable: .vector(effaceable))
+        let sealKey = try hierarchy.sealKey(effaceable: .vector(effaceable))
         var parsed: Keybag?
         do throws(DataProtectionError) {
             parsed = try Keybag.open(file: vector.payload, sealKey: sealKey)
@@ -51,7 +51,7 @@ struct KeyHierarchyVectorTests {
             try write(Data("DPUK".utf8) + [1] + uid, to: directory, "uid")
             try write(Data("DPEF".utf8) + [1] + effaceable, to: directory, "effaceable")
             try write(vector.payload, to: directory, "keybag")
-            try write(AttemptRecord().encoded(macKey: hierarchy.attemptCounterKey()), to: directory, "attempts")
+            try write(AttemptRecord().encoded(macKey: try hierarchy.attemptCounterKey()), to: directory, "attempts")
 
             let clock = VirtualClock()
             let device: Device
@@ -112,7 +112,7 @@ struct KeyHierarchyVectorTests {
         let uid = try vector.hex("uid")
         try #require(uid.count == 32, "uid must be 32 bytes")
         let hierarchy = KeyHierarchy(deviceKey: FileDeviceKey(key: .vector(uid)))
-        let counterKey = hierarchy.attemptCounterKey()
+        let counterKey = try hierarchy.attemptCounterKey()
 
         // The parser on its own.
         var expected: AttemptRecord?
@@ -129,11 +129,11 @@ struct KeyHierarchyVectorTests {
             #expect(record.encoded(macKey: counterKey) == vector.payload, "the encoding is canonical")
             if vector.fields["fingerprint-of-key"] != nil {
                 let key = try vector.hex("fingerprint-of-key")
-                #expect(hierarchy.passcodeFingerprint(.derivedKey(.vector(key))) == record.lastFailedFingerprint)
+                #expect(try hierarchy.passcodeFingerprint(.derivedKey(.vector(key))) == record.lastFailedFingerprint)
             }
             if vector.fields["fingerprint-of-passcode-hex"] != nil {
                 let passcode = try vector.hex("fingerprint-of-passcode-hex")
-                #expect(hierarchy.passcodeFingerprint(.passcode(.vector(passcode))) == record.lastFailedFingerprint)
+                #expect(try hierarchy.passcodeFingerprint(.passcode(.vector(passcode))) == record.lastFailedFingerprint)
             }
             expected = wanted
         } else {
@@ -192,7 +192,7 @@ struct KeyHierarchyVectorTests {
         _ vector: VectorFile, in directory: URL, device: Device, clock: VirtualClock, hierarchy: KeyHierarchy
     ) throws {
         let counterFile = directory.appendingPathComponent("attempts")
-        let counterKey = hierarchy.attemptCounterKey()
+        let counterKey = try hierarchy.attemptCounterKey()
         let stored = try AttemptRecord.decode(try Data(contentsOf: counterFile), macKey: counterKey)
         let fingerprint = try vector.hex("failed-fingerprint")
         #expect(stored == AttemptRecord(failures: 1, lastFailure: clock.now, lastFailedFingerprint: fingerprint))

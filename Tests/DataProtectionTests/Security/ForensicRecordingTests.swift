@@ -123,7 +123,7 @@ struct ForensicRecordingTests {
         var opened: [Keybag] = []
         for file in keybags {
             for key in keys {
-                if let keybag = try? Keybag.open(file: file, sealKey: hierarchy.sealKey(effaceable: key)) {
+                if let keybag = try? Keybag.open(file: file, sealKey: try hierarchy.sealKey(effaceable: key)) {
                     opened.append(keybag)
                 }
             }
@@ -133,7 +133,7 @@ struct ForensicRecordingTests {
 
     /// Every slot key of `keybag` that opens without a passcode (device-only key or no-passcode key).
     static func keysWithoutPasscode(_ keybag: Keybag, hierarchy: KeyHierarchy) throws -> [Data] {
-        let deviceOnly = hierarchy.deviceOnlyKey()
+        let deviceOnly = try hierarchy.deviceOnlyKey()
         let noPasscode = try hierarchy.passcodeKey(passcode: SecureBytes(count: 0), parameters: .none)
         return KeybagSlot.allCases.compactMap { slot in
             (keybag.unwrap(slot, with: deviceOnly) ?? keybag.unwrap(slot, with: noPasscode)).map { key in

@@ -429,20 +429,20 @@ enum FormatVectorDevice {
         let uid = Random.bytes(count: 32)
         let effaceable = Random.bytes(count: 32)
         let hierarchy = KeyHierarchy(deviceKey: FileDeviceKey(key: .formatVector(uid)))
-        let sealKey = hierarchy.sealKey(effaceable: .formatVector(effaceable))
+        let sealKey = try hierarchy.sealKey(effaceable: .formatVector(effaceable))
         var keys = given
         for slot in KeybagSlot.allCases where keys[slot] == nil { keys[slot] = Random.bytes(count: 32) }
         let publicKey = X25519.publicKey(for: .formatVector(keys[.completeUnlessOpenSecret]!))
         var keybag = Keybag(id: Random.bytes(count: 16), passcode: .none, classBPublicKey: publicKey, slots: [:])
         let passcodeKey = try hierarchy.passcodeKey(passcode: SecureBytes(count: 0), parameters: .none)
-        let deviceOnlyKey = hierarchy.deviceOnlyKey()
+        let deviceOnlyKey = try hierarchy.deviceOnlyKey()
         for slot in KeybagSlot.allCases {
             keybag.wrap(.formatVector(keys[slot]!), into: slot, with: slot.isPasscodeWrapped ? passcodeKey : deviceOnlyKey)
         }
         try (Data("DPUK".utf8) + [1] + uid).write(to: directory.appendingPathComponent("uid"))
         try (Data("DPEF".utf8) + [1] + effaceable).write(to: directory.appendingPathComponent("effaceable"))
         try keybag.sealedFile(with: sealKey).write(to: directory.appendingPathComponent("keybag"))
-        try AttemptRecord().encoded(macKey: hierarchy.attemptCounterKey()).write(to: directory.appendingPathComponent("attempts"))
+        try AttemptRecord().encoded(macKey: try hierarchy.attemptCounterKey()).write(to: directory.appendingPathComponent("attempts"))
         let device = try Device(directory: FilePath(directory.path), clock: VirtualClock(),
                                 configuration: DeviceConfiguration(passcodeCost: .minimal), fileSystem: PosixFileSystem())
         try device.unlock()
