@@ -32,6 +32,21 @@ enum FilePlaceRecords {
         }
     }
 
+    /// Refuses the file unless it is bound to `place`, as ``verify(_:fileID:place:device:)``
+    /// does; then a record that binds another place (left by a move cut short, before or after
+    /// its rename) is made to bind `place`, durably, so that the file cannot be moved back to
+    /// that place behind the store's back. The caller must exclude moves of the file meanwhile.
+    static func settle(_ file: DataFileDescriptor, fileID: Data, place: Place, device: Device) throws(DataProtectionError) {
+        let expected = try place.tag(of: .file, id: fileID, device: device)
+        let bound = try records(of: file).map { ConstantTime.equals($0, expected) }
+        guard bound.contains(true) else { throw notBound(place) }
+        guard bound.count == offsets.count, bound.contains(false) else { return }
+        for (index, isBound) in bound.enumerated() where !isBound {
+            try file.write(expected, at: offsets[index])
+        }
+        try file.synchronize()
+    }
+
     /// The records of `file` (fewer when it is too short to hold them).
     private static func records(of file: DataFileDescriptor) throws(DataProtectionError) -> [Data] {
         var tags: [Data] = []

@@ -219,13 +219,15 @@ final class OpenFile: @unchecked Sendable {
     /// The on-disk path (follows renames made through the store).
     var path: FilePath { lock.locked { file.path } }
 
-    /// Refuses the file unless its place records bind it to `place` (`Keys/file-format.md` §10.2).
-    /// The id checked is the authenticated one of the current header.
+    /// Refuses the file unless its place records bind it to `place` (`Keys/file-format.md` §10.2),
+    /// and settles a record left binding another place by a move cut short. The id checked is
+    /// the authenticated one of the current header. The caller holds the store's namespace
+    /// lock (no move of the file runs meanwhile).
     func verifyPlace(_ place: Place) throws(DataProtectionError) {
         // The records are read under the file's lock, the tag computed outside it (the
         // device's lock is never taken while holding a file's).
         let (file, fileID) = lock.locked { (self.file, header.fileID) }
-        try FilePlaceRecords.verify(file, fileID: fileID, place: place, device: device)
+        try FilePlaceRecords.settle(file, fileID: fileID, place: place, device: device)
     }
 
     /// Runs `body`, which renames, replaces or removes files on disk, with no flush of any of

@@ -201,10 +201,18 @@ public final class ProtectedStore: Sendable {
         guard let data = try fileSystem.readFile(at: path.appending(DirectoryMetadata.fileName), limit: smallFileByteLimit) else {
             throw .integrity("A store directory has lost its metadata: the store was tampered with.")
         }
-        let metadata = try DirectoryMetadata.decode(data, device: device)
+        var metadata = try DirectoryMetadata.decode(data, device: device)
         guard try metadata.isBound(to: place, device: device) else {
             throw .integrity("A directory is not where the store put it (\(place.name.isEmpty ? "the root" : place.name) was moved or swapped on disk behind the store's back).",
                              hint: "Restore the store directory from a backup.")
+        }
+        if metadata.places.count == 2, metadata.places[0] != metadata.places[1] {
+            // A move cut short by a crash left the directory bound to its other place too: bound
+            // here alone from now on, so that it cannot be moved back there behind the store's back
+            // (`Keys/file-format.md` §10.2). Callers hold `namespace`, as every move does.
+            metadata = try metadata.placed(place, place, device: device)
+            try AtomicFileWriter(fileSystem: fileSystem).write([.data(metadata.encoded(device: device))],
+                                                               to: path.appending(DirectoryMetadata.fileName))
         }
         state.withLock { $0.directories[path] = metadata }
         return metadata

@@ -111,6 +111,52 @@ struct PlaceBindingTests {
         }
     }
 
+    @Test("a file move cut short leaves its old place in a record: the next access settles it, and moving the file back on disk is then refused")
+    func crashedFileMoveSettles() throws {
+        try withStore { fixture in
+            let old = try TamperTests.writeFile(Data("moved".utf8), to: "/a", .complete, in: fixture)
+            try fixture.store.moveItem(atPath: "/a", toPath: "/c")
+            let moved = try TamperTests.onlyFile(in: fixture.filesDirectory)
+            // The state a power cut leaves between the rename and the last record write:
+            // record 0 still binds the old place (`Keys/file-format.md` §10.2).
+            let root = try fixture.store.directoryMetadata(at: FilePath(fixture.filesDirectory.path), place: .root)
+            let descriptor = try DataFileDescriptor.open(FilePath(moved.path), fileSystem: fixture.device.fileSystem)
+            let fileID = try FilePlaceRecords.fileIDOf(descriptor)
+            descriptor.close()
+            let oldTag = try Place(directoryID: root.id, name: "a").tag(of: .file, id: fileID, device: fixture.device)
+            let handle = try FileHandle(forUpdating: moved)
+            try handle.seek(toOffset: UInt64(FilePlaceRecords.offsets[0]))
+            try handle.write(contentsOf: oldTag)
+            try handle.close()
+
+            #expect(try fixture.store.contents(atPath: "/c") == Data("moved".utf8))  // settles the record
+            try FileManager.default.moveItem(at: moved, to: old)
+            Self.expectRefused(fixture, "/a", file: true, "moved back after a settled crashed move")
+        }
+    }
+
+    @Test("a directory move cut short leaves its old place in its dpdir: the next access settles it, and moving it back on disk is then refused")
+    func crashedDirectoryMoveSettles() throws {
+        try withStore { fixture in
+            let old = try TamperTests.makeDirectory("/d", in: fixture)
+            try fixture.store.write(Data("inside".utf8), to: "/d/f")
+            try fixture.store.moveItem(atPath: "/d", toPath: "/e")
+            let moved = try #require(try TamperTests.entries(of: fixture.filesDirectory).first(where: TamperTests.isDirectory))
+            // The state a power cut leaves between the rename and the last dpdir write: bound to both places.
+            let root = try fixture.store.directoryMetadata(at: FilePath(fixture.filesDirectory.path), place: .root)
+            let origin = Place(directoryID: root.id, name: "d"), target = Place(directoryID: root.id, name: "e")
+            let metadata = try fixture.store.directoryMetadata(at: FilePath(moved.path), place: target)
+            try metadata.placed(origin, target, device: fixture.device).encoded(device: fixture.device)
+                .write(to: moved.appendingPathComponent(DirectoryMetadata.fileName))
+            fixture.store.forgetDirectories()
+
+            #expect(try fixture.store.contentsOfDirectory(atPath: "/e") == ["f"])  // settles the dpdir
+            try FileManager.default.moveItem(at: moved, to: old)
+            fixture.store.forgetDirectories()
+            Self.expectRefused(fixture, "/d", file: false, "moved back after a settled crashed move")
+        }
+    }
+
     @Test("mv of a directory with files, and of an open file: everything follows, handles included")
     func moveDirectoryAndOpenFile() throws {
         try withStore { fixture in
