@@ -27,6 +27,12 @@ package enum BLAKE2b {
         return output
     }
 
+    /// Keyed BLAKE2b of the concatenated parts into `output` (a derived key, in a buffer the
+    /// caller allocated, perhaps together with others), as many bytes as `output` holds.
+    package static func deriveKey(into output: SecureBytes, key: SecureBytes, _ parts: [Part]) {
+        output.withUnsafeMutableBytes { out in hash(into: out, key: key, parts) }
+    }
+
     /// Keyed BLAKE2b of the concatenated parts, as public bytes (a MAC or an identifier).
     package static func mac(byteCount: Int = 32, key: SecureBytes, _ parts: [Part]) -> Data {
         var output = Data(count: byteCount)

@@ -17,6 +17,9 @@ package final class SecureBytes: @unchecked Sendable, CustomStringConvertible, C
     private let pointer: UnsafeMutableRawPointer
     /// The number of bytes.
     package let count: Int
+    /// The allocation this buffer is a part of (``allocatingTogether(_:)``), kept alive by it
+    /// and freed with the last of its parts; `nil` when the buffer is an allocation of its own.
+    private let region: SecureBytes?
 
     /// Allocates `count` zeroed secret bytes.
     package init(count: Int) {
@@ -29,6 +32,27 @@ package final class SecureBytes: @unchecked Sendable, CustomStringConvertible, C
         MemoryLocking.verify(pointer, count: max(count, 1))
         self.pointer = pointer
         self.count = count
+        self.region = nil
+    }
+
+    private init(part region: SecureBytes, offset: Int, count: Int) {
+        self.pointer = region.pointer + offset
+        self.count = count
+        self.region = region
+    }
+
+    /// Buffers of `counts` bytes (each at least one), zeroed, in one secure allocation: one
+    /// set of guard pages, one `mlock` and one `sodium_free` instead of one each (some ten
+    /// system calls per allocation). Each buffer is wiped by its own ``wipe()``; the whole
+    /// allocation is zeroed and freed when the last of them is released.
+    package static func allocatingTogether(_ counts: [Int]) -> [SecureBytes] {
+        precondition(counts.allSatisfy { $0 > 0 }, "every part of a secure allocation holds at least one byte")
+        let region = SecureBytes(count: counts.reduce(0, +))
+        var offset = 0
+        return counts.map { count in
+            defer { offset += count }
+            return SecureBytes(part: region, offset: offset, count: count)
+        }
     }
 
     /// Allocates `count` bytes and lets `initializer` fill them.
@@ -99,7 +123,13 @@ package final class SecureBytes: @unchecked Sendable, CustomStringConvertible, C
     }
 
     deinit {
-        sodium_free(pointer)
+        // A part's bytes are freed, zeroed, with its region.
+        if region == nil { sodium_free(pointer) }
+    }
+
+    /// Fills the bytes from libsodium's CSPRNG (`randombytes_buf`).
+    package func randomize() {
+        if count > 0 { randombytes_buf(pointer, count) }
     }
 
     /// Zeroes the bytes now (`sodium_memzero`); the buffer stays allocated.

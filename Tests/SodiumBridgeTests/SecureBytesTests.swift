@@ -89,4 +89,20 @@ struct SecureBytesTests {
         #expect(!SecureBytes.random(count: 32).constantTimeEquals(SecureBytes.random(count: 32)))
         #expect(SecureBytes.random(count: 0).count == 0)
     }
+
+    @Test("buffers allocated together are independent: each wipes only itself and outlives the others")
+    func allocatedTogether() {
+        var parts: [SecureBytes]? = SecureBytes.allocatingTogether([32, 16, 32])
+        let kept = parts![1]
+        #expect(parts!.map(\.count) == [32, 16, 32])
+        for part in parts! { part.randomize() }
+        #expect(!parts!.contains { $0.isZero })
+        parts![0].wipe()
+        #expect(parts![0].isZero && !parts![1].isZero && !parts![2].isZero, "a wipe stays inside its part")
+        let copy = SecureBytes(copying: kept)
+        parts = nil  // the other parts go; the region lives on with `kept`
+        #expect(kept.constantTimeEquals(copy))
+        kept.randomize()
+        #expect(!kept.constantTimeEquals(copy))
+    }
 }

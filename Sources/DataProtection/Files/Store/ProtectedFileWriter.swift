@@ -191,7 +191,7 @@ final class ProtectedFileWriter {
     /// Commits, then gives the header and (a copy of) the keys the file was written with.
     func commitTakingKeys() throws(DataProtectionError) -> (FileHeader, FileKeys) {
         try commit()
-        return (header, FileKeys(fileKey: SecureBytes(copying: keys.fileKey)))
+        return (header, FileKeys(fileKey: keys.fileKey))
     }
 
     /// The plaintext length written so far.
