@@ -11,7 +11,9 @@ struct Shell: ParsableCommand {
             the statements of the scenario language: `unlock 1234`, `lock`, `advance 10s`, \
             `put Documents/a "hi" class=complete`, `open Documents/a as h`, `h.read 2`, `expect state locked`, \
             `device passcode=1234 grace=10s` to start afresh. Each result is printed; `-> …` checks it. \
-            `quit` or end of input ends the session. Reads standard input, so a file of statements can be piped in.
+            `quit` or end of input (Ctrl-D) ends the session. On a terminal, lines are edited as in readline \
+            (arrows, Home/End, Ctrl-A/E/K/U/W, history with up and down); otherwise standard input is read as it \
+            comes, so a file of statements can be piped in.
             """)
 
     @Option(name: .customLong("device"), help: "The device statement to start with, e.g. \"device passcode=1234 grace=10s\".")
@@ -27,15 +29,26 @@ struct Shell: ParsableCommand {
             throw ExitCode(ExitStatus.code(for: .invalidArgument))
         }
         let interactive = isatty(STDIN_FILENO) == 1
+        // On a terminal, lines are edited (arrows, history, the emacs keys of readline).
+        let editor = interactive ? LineEditor() : nil
+        editor?.start()
+        defer { editor?.finish() }
         if interactive {
             print("DataProtection shell: scenario statements, one per line; `quit` to leave.")
         }
         while true {
-            if interactive {
-                print("dp> ", terminator: "")
+            let read: String?
+            if let editor {
                 fflush(nil)
+                read = editor.readLine(prompt: "dp> ")
+            } else {
+                if interactive {
+                    print("dp> ", terminator: "")
+                    fflush(nil)
+                }
+                read = readLine()
             }
-            guard let line = readLine() else { break }
+            guard let line = read else { break }
             if ["quit", "exit"].contains(line.trimmingCharacters(in: .whitespaces)) { break }
             if let output = shell.execute(line) {
                 print(output)
