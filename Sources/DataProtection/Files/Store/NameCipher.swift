@@ -16,6 +16,10 @@ package enum NameCipher {
 
     package static func encrypt(_ name: String, directoryID: Data, device: Device) throws(DataProtectionError) -> String {
         let plaintext = Data(name.utf8)
+        // Only what `decrypt` accepts back (file-format.md §10.1); store paths are checked before.
+        guard isValid(name, plaintext) else {
+            throw DataProtectionError(.invalidPath, "\(plaintext.count > StorePath.maximumNameLength ? "A name of \(plaintext.count) bytes is too long (at most \(StorePath.maximumNameLength))" : "\"\(name)\" is not a valid name").")
+        }
         return try device.withMetadataKeys(derivedFor: [Label.siv, Label.name]) { keys throws(DataProtectionError) -> String in
             let sivKey = keys[0], nameKey = keys[1]
             let nonce = BLAKE2b.mac(byteCount: 24, key: sivKey, [.data(directoryID), .data(plaintext)])
@@ -40,9 +44,15 @@ package enum NameCipher {
                   ConstantTime.equals(BLAKE2b.mac(byteCount: 24, key: sivKey, [.data(directoryID), .data(plaintext)]), Data(nonce)),
                   let name = String(data: plaintext, encoding: .utf8),
                   // A name no writer could have made (file-format.md §10.1) does not decrypt either.
-                  (1...149).contains(plaintext.count), name != ".", name != "..", !plaintext.contains(0x2F), !plaintext.contains(0)
+                  isValid(name, plaintext)
             else { return nil }
             return name
         }
+    }
+
+    /// A name a writer may make: 1 to 149 bytes of UTF-8, neither `.` nor `..`, no `/`, no NUL.
+    private static func isValid(_ name: String, _ bytes: Data) -> Bool {
+        (1...StorePath.maximumNameLength).contains(bytes.count) && name != "." && name != ".."
+            && !bytes.contains(0x2F) && !bytes.contains(0)
     }
 }
