@@ -44,16 +44,22 @@ struct DeviceKeyProviderTests {
         return configuration
     }
 
+    /// A new device in `root/device` with passcode 1234, its key held by `provider`, unlocked.
+    static func createUnlocked(in root: URL, provider: (any DeviceKeyProvider)?) throws -> Device {
+        let device = try Device(creatingAt: root.appendingPathComponent("device"), passcode: "1234", clock: VirtualClock(),
+                                configuration: configuration(provider))
+        try device.unlock(passcode: "1234")
+        return device
+    }
+
     @Test("a device created with a provider writes no key file and opens again only with the same key")
     func providerOwnsTheKey() throws {
         try withScratchDirectory { root in
             let deviceDirectory = root.appendingPathComponent("device")
             let hardware = HardwareKey()
             do {
-                let device = try Device(creatingAt: deviceDirectory, passcode: "1234", clock: VirtualClock(),
-                                        configuration: Self.configuration(hardware))
+                let device = try Self.createUnlocked(in: root, provider: hardware)
                 let store = try ProtectedStore(directory: root.appendingPathComponent("files"), device: device)
-                try device.unlock(passcode: "1234")
                 try store.write(Data("complete".utf8), to: "a.txt", protection: .complete)
                 try store.write(Data("none".utf8), to: "b.txt", protection: .none)
             }
@@ -84,9 +90,8 @@ struct DeviceKeyProviderTests {
         try withScratchDirectory { root in
             let deviceDirectory = root.appendingPathComponent("device")
             do {
-                let device = try Device(creatingAt: deviceDirectory, passcode: "1234", clock: VirtualClock(), configuration: Self.configuration(nil))
+                let device = try Self.createUnlocked(in: root, provider: nil)
                 let store = try ProtectedStore(directory: root.appendingPathComponent("files"), device: device)
-                try device.unlock(passcode: "1234")
                 try store.write(Data("complete".utf8), to: "a.txt", protection: .complete)
             }
             // "DPUK" || 0x01 || 32 key bytes (Keys/key-hierarchy.md §3).
@@ -106,9 +111,7 @@ struct DeviceKeyProviderTests {
             let deviceDirectory = root.appendingPathComponent("device")
             let hardware = HardwareKey()
             do {
-                let device = try Device(creatingAt: deviceDirectory, passcode: "1234", clock: VirtualClock(),
-                                        configuration: Self.configuration(hardware))
-                try device.unlock(passcode: "1234")
+                let device = try Self.createUnlocked(in: root, provider: hardware)
                 hardware.unreachable.withLock { $0 = true }
                 expectError(.ioFailure) { try device.changePasscode(from: "1234", to: "5678") }
                 hardware.unreachable.withLock { $0 = false }

@@ -20,7 +20,13 @@ package enum NameCipher {
         guard isValid(name, plaintext) else {
             throw DataProtectionError(.invalidPath, "\(plaintext.count > StorePath.maximumNameLength ? "A name of \(plaintext.count) bytes is too long (at most \(StorePath.maximumNameLength))" : "\"\(name)\" is not a valid name").")
         }
-        return try device.withMetadataKeys(derivedFor: [Label.siv, Label.name]) { keys throws(DataProtectionError) -> String in
+        return try seal(plaintext, directoryID: directoryID, device: device)
+    }
+
+    /// The encrypted form of any bytes, valid name or not: what a buggy writer (or the tests of
+    /// `decrypt`'s refusals) would put on disk.
+    static func seal(_ plaintext: Data, directoryID: Data, device: Device) throws(DataProtectionError) -> String {
+        try device.withMetadataKeys(derivedFor: [Label.siv, Label.name]) { keys throws(DataProtectionError) -> String in
             let sivKey = keys[0], nameKey = keys[1]
             let nonce = BLAKE2b.mac(byteCount: 24, key: sivKey, [.data(directoryID), .data(plaintext)])
             do {

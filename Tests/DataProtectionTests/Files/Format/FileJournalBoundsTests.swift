@@ -32,8 +32,12 @@ struct FileJournalBoundsTests {
         defer { fixture.remove() }
         let directory = Data(count: 16)
         for name in ["a/b", "nul\u{0}", ".", "..", String(repeating: "x", count: 150)] {
-            let encrypted = try NameCipher.encrypt(name, directoryID: directory, device: fixture.device)
+            let encrypted = try NameCipher.seal(Data(name.utf8), directoryID: directory, device: fixture.device)
             #expect(try NameCipher.decrypt(encrypted, directoryID: directory, device: fixture.device) == nil, "\(name.prefix(10))")
+            // And no writer makes one (the key-files fuzzer found encrypt accepting them).
+            expectStoreError(.invalidPath, "\(name.prefix(10))") {
+                _ = try NameCipher.encrypt(name, directoryID: directory, device: fixture.device)
+            }
         }
         let longest = String(repeating: "y", count: 149)
         let encrypted = try NameCipher.encrypt(longest, directoryID: directory, device: fixture.device)
