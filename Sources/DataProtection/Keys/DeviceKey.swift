@@ -9,7 +9,7 @@ import SystemPackage
 /// file, `uid`, in the device directory; a provider backed by a TPM, an HSM or the kernel
 /// keyring takes its place through ``DeviceConfiguration/deviceKeyProvider``, and then
 /// no key file is written at all. What each choice protects against is in
-/// `Keys/key-hierarchy.md` §3 and §10.
+/// `Keys/key-hierarchy.md` §4.1 and §10.
 ///
 /// The contract: ``deriveKey(from:)`` is a pseudorandom function of the message under a
 /// key only the provider holds, returning 32 bytes, always the same for the same message
