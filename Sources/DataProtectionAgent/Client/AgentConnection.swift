@@ -1,7 +1,7 @@
 import DataProtection
 import Foundation
+import SodiumBridge
 import SocketBridge
-import Synchronization
 import SystemPackage
 
 /// One connection to an agent: the hello, then one request at a time (calls from
@@ -9,7 +9,7 @@ import SystemPackage
 final class AgentConnection: Sendable {
     let socketPath: String
     let agentProcessIdentifier: Int32
-    private let channel: Mutex<AgentChannel>
+    private let channel: Locked<AgentChannel>
 
     init(socketPath: String) throws(DataProtectionError) {
         let socket: UnixSocket
@@ -31,7 +31,7 @@ final class AgentConnection: Sendable {
             throw Self.broken(error)
         }
         self.socketPath = socketPath
-        self.channel = Mutex(channel)
+        self.channel = Locked(channel)
     }
 
     /// Sends `request` and returns the body of the agent's `ok`; a failure is thrown.

@@ -1,8 +1,8 @@
 import DataProtection
 import Foundation
+import SodiumBridge
 import Logging
 import SocketBridge
-import Synchronization
 
 /// The agent: one process that owns a store and serves it to other processes of the
 /// same user over a Unix-domain socket (`Keys/agent-protocol.md`).
@@ -37,7 +37,7 @@ public final class AgentServer: Sendable {
 
     let logger = Logger(label: "DataProtection.agent")
     private let listener: UnixSocket
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let finished = DispatchSemaphore(value: 0)
 
     struct State {
