@@ -125,7 +125,7 @@ struct DiskImageForensicsTests {
             var before = Set<Data>()
             var oldPasscodes = Array(passcodes.prefix(3))
             var pastEffaceableKeys: [Data] = []  // kept by the test, as no attacker can
-            var hierarchy: KeyHierarchy
+            let hierarchy: KeyHierarchy  // the device's: the past keys the test kept are sealed under it
             do {
                 let device = try Device(directory: deviceDirectory, clock: VirtualClock(), configuration: .testing(),
                                         fileSystem: PosixFileSystem(), creatingWithPasscode: Passcode(passcodes[0]))
@@ -181,7 +181,7 @@ struct DiskImageForensicsTests {
             // The disk keeps history: old keybags are still in freed blocks (else this test would prove nothing).
             #expect(carved.keybags.count > 2, "only \(carved.keybags.count) keybags carved from the image")
             #expect(!carved.deviceKeys.isEmpty && !carved.effaceableKeys.isEmpty)
-            var opened: [Keybag] = []
+            var opened: [(keybag: Keybag, hierarchy: KeyHierarchy)] = []  // each with the carved device key that opened it
             var pairsTried = 0
             for deviceKey in carved.deviceKeys {
                 let carvedHierarchy = KeyHierarchy(deviceKey: FileDeviceKey(key: Self.secret(deviceKey)))
@@ -189,8 +189,7 @@ struct DiskImageForensicsTests {
                     for key in carved.effaceableKeys {
                         pairsTried += 1
                         if let bag = try? Keybag.open(file: keybag, sealKey: try carvedHierarchy.sealKey(effaceable: Self.secret(key))) {
-                            opened.append(bag)
-                            hierarchy = carvedHierarchy
+                            opened.append((bag, carvedHierarchy))
                         }
                     }
                 }
@@ -206,12 +205,12 @@ struct DiskImageForensicsTests {
                     "only \(reopened.count) carved keybags open with the \(past.count) past keys: the carving misses them")
             // Only the current keybag opens, and it needs the current passcode for its protected classes.
             #expect(opened.count == 1, "\(opened.count) of \(pairsTried) keybag and effaceable key pairs open")
-            for bag in opened {
+            for (bag, carvedHierarchy) in opened {
                 #expect(bag.passcode != .none)
-                let recovered = try Self.slotKeys(bag, hierarchy: hierarchy, passcodes: oldPasscodes + [passcodes[3]])
+                let recovered = try Self.slotKeys(bag, hierarchy: carvedHierarchy, passcodes: oldPasscodes + [passcodes[3]])
                 #expect(recovered.count == KeybagSlot.allCases.count, "the current keybag opens with its passcode")
                 #expect(recovered.isDisjoint(with: before), "a key from before the erase is recoverable from the image")
-                let withoutPasscode = try Self.slotKeys(bag, hierarchy: hierarchy, passcodes: oldPasscodes)
+                let withoutPasscode = try Self.slotKeys(bag, hierarchy: carvedHierarchy, passcodes: oldPasscodes)
                 #expect(withoutPasscode.count == 2, "without the current passcode only class none and the metadata key open")
             }
             print("ext4 image forensics: \(disk.count) bytes carved, \(carved.keybags.count) keybags, "
