@@ -26,7 +26,9 @@ func withScratchDirectory<R>(_ body: (URL) async throws -> R) async throws -> R 
 private func makeScratchDirectory() throws -> URL {
     let root = FileManager.default.temporaryDirectory
         .appendingPathComponent("dp-tests-\(UUID().uuidString)", isDirectory: true)
-    try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+    // Explicit 0700: a test that runs with umask 0 (HostilePathTests) must not make this directory
+    // writable by others, which the store refuses.
+    try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     return root
 }
 
@@ -62,7 +64,8 @@ final class DeviceFixture {
         self.directory = root.appendingPathComponent("device", isDirectory: true)
         self.clock = VirtualClock()
         self.configuration = configuration
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        // Explicit 0700, as in makeScratchDirectory.
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         if let fileSystem {
             self.device = try Device(directory: FilePath(directory.path), clock: clock,
                                      configuration: configuration, fileSystem: fileSystem)
