@@ -45,8 +45,14 @@ package struct BenchReport: Sendable {
             }.joined(separator: "  ")
         }
         let machine = "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB"
-        var text = "dpctl bench: \(options.size >> 20) MiB sequential, \(options.rounds) alternating rounds (medians), "
-        text += "\(options.randomReads) random reads, \(options.smallFiles) small files, \(options.handles) handles; \(machine)\n"
+        var text = "dpctl bench: \(options.rounds) alternating rounds (medians), "
+        if options.fileRows {
+            text += "\(options.size >> 20) MiB sequential, \(options.randomReads) random reads, \(options.smallFiles) small files, \(options.handles) handles, "
+        }
+        if let sqlite = options.sqlite {
+            text += "SQLite: \(sqlite.transactionRows) rows in transactions of \(sqlite.rowsPerTransaction), \(sqlite.autocommitRows) autocommit, \(sqlite.selects) selects, "
+        }
+        text += machine + "\n"
         text += format(header) + "\n"
         text += format(widths.map { String(repeating: "-", count: $0) }) + "\n"
         for line in cells { text += format(line) + "\n" }

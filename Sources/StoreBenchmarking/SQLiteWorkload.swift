@@ -24,38 +24,102 @@ package struct SQLiteWorkload: Sendable {
         package var transactions: Duration = .zero
         package var autocommit: Duration = .zero
         package var selects: Duration = .zero
+
+        package init(transactions: Duration = .zero, autocommit: Duration = .zero, selects: Duration = .zero) {
+            self.transactions = transactions
+            self.autocommit = autocommit
+            self.selects = selects
+        }
     }
 
-    /// Runs every part on a connection opened by `open` (a new database).
+    /// Runs every part on a connection opened by `open` (a new database), once.
     package func run(journalMode: String, _ open: () throws -> SQLiteConnection) throws -> Times {
         let connection = try open()
         defer { connection.close() }
+        try prepare(connection, journalMode: journalMode)
+        var times = Times()
+        times.transactions = try insertInTransactions(connection, table: "kv")
+        times.autocommit = try insertAutocommit(connection)
+        times.selects = try selectPoints(connection)
+        return times
+    }
+
+    /// Runs every part on both sides, alternating which goes first: the rows of the first
+    /// round are kept for the autocommit inserts and the selects; the transactions of the
+    /// later rounds go to a table dropped afterwards (its pages return to the free list,
+    /// so the database does not grow round by round). Transactions and selects are the
+    /// medians of `rounds` rounds; the autocommit inserts (each fsynced, minutes in all)
+    /// run once per side.
+    package func compare(
+        journalMode: String, rounds: Int, protected: () throws -> SQLiteConnection, plain: () throws -> SQLiteConnection,
+        progress: (String) -> Void = { _ in }
+    ) throws -> (protected: Times, plain: Times) {
+        let sides = [try protected(), try plain()]
+        defer { for side in sides { side.close() } }
+        for side in sides { try prepare(side, journalMode: journalMode) }
+        var transactions: [[Duration]] = [[], []], selects: [[Duration]] = [[], []], autocommit: [Duration] = [.zero, .zero]
+        for round in 0..<max(1, rounds) {
+            for side in round % 2 == 0 ? [0, 1] : [1, 0] {
+                progress("\(side == 0 ? "protected database" : "ordinary file"), round \(round + 1)")
+                let connection = sides[side]
+                if round == 0 {
+                    transactions[side].append(try insertInTransactions(connection, table: "kv"))
+                    autocommit[side] = try insertAutocommit(connection)
+                } else {
+                    transactions[side].append(try insertInTransactions(connection, table: "kv_round"))
+                    try connection.execute("DROP TABLE kv_round")
+                }
+                selects[side].append(try selectPoints(connection))
+            }
+        }
+        let times = (0..<2).map { side in
+            Times(transactions: median(transactions[side]), autocommit: autocommit[side], selects: median(selects[side]))
+        }
+        return (times[0], times[1])
+    }
+
+    /// `synchronous=FULL`, the journal mode, and the table of the first round.
+    private func prepare(_ connection: SQLiteConnection, journalMode: String) throws {
         try connection.execute("PRAGMA synchronous=FULL")
         let mode = try connection.query("PRAGMA journal_mode=\(journalMode)").first?.texts.first ?? nil
         guard mode == journalMode else { throw SQLiteError(code: 1, message: "journal mode \(mode ?? "none"), not \(journalMode)") }
         try connection.execute("CREATE TABLE kv(id INTEGER PRIMARY KEY, k TEXT NOT NULL, v BLOB NOT NULL)")
-        let value = SQLiteValue.blob(Data(repeating: 0xA5, count: 100))
-        var times = Times()
+    }
+
+    private static let value = SQLiteValue.blob(Data(repeating: 0xA5, count: 100))
+
+    /// ``transactionRows`` inserts into `table` (created if missing), ``rowsPerTransaction`` per transaction.
+    private func insertInTransactions(_ connection: SQLiteConnection, table: String) throws -> Duration {
+        try connection.execute("CREATE TABLE IF NOT EXISTS \(table)(id INTEGER PRIMARY KEY, k TEXT NOT NULL, v BLOB NOT NULL)")
         var id: Int64 = 0
-        times.transactions = try measure {
+        return try measure {
             for _ in 0..<(transactionRows / rowsPerTransaction) {
                 try connection.execute("BEGIN")
                 for _ in 0..<rowsPerTransaction {
                     id += 1
-                    try connection.execute("INSERT INTO kv(id, k, v) VALUES (?, ?, ?)", arguments: [.integer(id), .text("key \(id)"), value])
+                    try connection.execute("INSERT INTO \(table)(id, k, v) VALUES (?, ?, ?)", arguments: [.integer(id), .text("key \(id)"), Self.value])
                 }
                 try connection.execute("COMMIT")
             }
         }
-        times.autocommit = try measure {
+    }
+
+    /// ``autocommitRows`` single-row inserts into `kv`, after its transaction rows.
+    private func insertAutocommit(_ connection: SQLiteConnection) throws -> Duration {
+        var id = Int64(transactionRows)
+        return try measure {
             for _ in 0..<autocommitRows {
                 id += 1
-                try connection.execute("INSERT INTO kv(id, k, v) VALUES (?, ?, ?)", arguments: [.integer(id), .text("key \(id)"), value])
+                try connection.execute("INSERT INTO kv(id, k, v) VALUES (?, ?, ?)", arguments: [.integer(id), .text("key \(id)"), Self.value])
             }
         }
+    }
+
+    /// ``selects`` point selects by primary key on `kv`, the same keys on every side and round.
+    private func selectPoints(_ connection: SQLiteConnection) throws -> Duration {
         var state: UInt64 = 0x5EED
-        let total = UInt64(id)
-        times.selects = try measure {
+        let total = UInt64(transactionRows + autocommitRows)
+        return try measure {
             for _ in 0..<selects {
                 state = state &* 6364136223846793005 &+ 1442695040888963407
                 let key = Int64((state >> 33) % total) + 1
@@ -63,7 +127,6 @@ package struct SQLiteWorkload: Sendable {
                 guard rows.count == 1 else { throw SQLiteError(code: 1, message: "row \(key) missing") }
             }
         }
-        return times
     }
 
     /// A connection to a new protected database at `path` in `store` (class `complete`).

@@ -25,6 +25,9 @@ package struct StoreBench: Sendable {
         package var sqlite: SQLiteWorkload?
         /// The figures through an agent (`dpctl bench --agent`), or `nil` to skip them.
         package var agent: AgentWorkload?
+        /// Whether the file, small-file and locking figures are measured (`false`: only the
+        /// SQLite and agent rows asked for).
+        package var fileRows = true
 
         /// The defaults: about 30 s on a 2-core machine.
         package init() {}
@@ -43,9 +46,11 @@ package struct StoreBench: Sendable {
     /// Runs every figure and returns the table.
     package func run() throws -> BenchReport {
         var rows: [BenchRow] = []
-        rows += try sequential()
-        rows += try small()
-        rows += try locking()
+        if options.fileRows {
+            rows += try sequential()
+            rows += try small()
+            rows += try locking()
+        }
         if let sqlite = options.sqlite { rows += try sqliteRows(sqlite) }
         if let agent = options.agent {
             let scratch = try BenchScratch(in: options.directory)
@@ -140,36 +145,35 @@ package struct StoreBench: Sendable {
     // MARK: - SQLite
 
     /// The same SQLite workload on a protected database and on an ordinary file, in both
-    /// journal modes, `synchronous=FULL`; which side goes first alternates by mode.
+    /// journal modes, `synchronous=FULL`; the sides alternate round by round (medians).
     private func sqliteRows(_ workload: SQLiteWorkload) throws -> [BenchRow] {
         let scratch = try BenchScratch(in: options.directory)
         defer { scratch.remove() }
         var rows: [BenchRow] = []
-        for (index, mode) in ["delete", "wal"].enumerated() {
-            var protected = SQLiteWorkload.Times(), plain = SQLiteWorkload.Times()
-            for side in index % 2 == 0 ? [0, 1] : [1, 0] {
-                progress("SQLite, journal_mode=\(mode), \(side == 0 ? "protected database" : "ordinary file")")
-                if side == 0 {
-                    protected = try workload.run(journalMode: mode) {
-                        try SQLiteWorkload.protectedConnection(scratch.store, path: "bench-\(mode).db")
-                    }
-                } else {
-                    plain = try workload.run(journalMode: mode) { try SQLiteWorkload.plainConnection(scratch.rawPath("bench-\(mode).db")) }
-                }
-            }
+        for mode in ["delete", "wal"] {
+            let (protected, plain) = try workload.compare(
+                journalMode: mode, rounds: options.rounds,
+                protected: { try SQLiteWorkload.protectedConnection(scratch.store, path: "bench-\(mode).db") },
+                plain: { try SQLiteWorkload.plainConnection(scratch.rawPath("bench-\(mode).db")) },
+                progress: { progress("SQLite, journal_mode=\(mode), \($0)") })
             let label = mode == "wal" ? "WAL" : "rollback journal"
             func row(_ what: String, _ count: Int, _ ours: Duration, _ theirs: Duration, target: Double?) -> BenchRow {
                 let a = Double(count) / ours.seconds, b = Double(count) / theirs.seconds
                 return BenchRow(what: "SQLite \(what), \(label)", store: Self.perSecond(a), baseline: "\(Self.perSecond(b)) plain SQLite file",
                                 ratio: a / b, target: target.map { String(format: "≥ %.2f", $0) } ?? "-", met: target.map { a / b >= $0 })
             }
-            rows.append(row("\(workload.transactionRows / 1000)k inserts, \(workload.rowsPerTransaction)/tx", workload.transactionRows,
+            rows.append(row("\(Self.count(workload.transactionRows)) inserts, \(workload.rowsPerTransaction)/tx", workload.transactionRows,
                             protected.transactions, plain.transactions, target: 0.7))
-            rows.append(row("\(workload.autocommitRows / 1000)k autocommit inserts", workload.autocommitRows,
+            rows.append(row("\(Self.count(workload.autocommitRows)) autocommit inserts", workload.autocommitRows,
                             protected.autocommit, plain.autocommit, target: nil))
-            rows.append(row("\(workload.selects / 1000)k point selects", workload.selects, protected.selects, plain.selects, target: 0.7))
+            rows.append(row("\(Self.count(workload.selects)) point selects", workload.selects, protected.selects, plain.selects, target: 0.7))
         }
         return rows
+    }
+
+    /// `100k` for a whole number of thousands, else the number.
+    private static func count(_ value: Int) -> String {
+        value >= 1000 && value % 1000 == 0 ? "\(value / 1000)k" : "\(value)"
     }
 
     private static func perSecond(_ rate: Double) -> String {

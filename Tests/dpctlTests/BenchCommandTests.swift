@@ -16,7 +16,7 @@ struct BenchCommandTests {
         #expect(result.standardError.isEmpty)
         let lines = result.standardOutput.split(separator: "\n").map(String.init)
         try #require(lines.count >= 3)
-        #expect(lines[0].hasPrefix("dpctl bench: 1 MiB sequential, 1 alternating rounds"))
+        #expect(lines[0].hasPrefix("dpctl bench: 1 alternating rounds (medians), 1 MiB sequential"))
         let header = lines[1].components(separatedBy: "  ").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         #expect(header == Self.columns)
         #expect(lines[2].allSatisfy { $0 == "-" || $0 == " " })
@@ -40,6 +40,30 @@ struct BenchCommandTests {
             }
         }
         // The scratch stores are gone.
+        let left = try FileManager.default.contentsOfDirectory(atPath: fixture.directory.path).filter { $0.hasPrefix("dp-bench-") }
+        #expect(left.isEmpty)
+    }
+
+    @Test("--sqlite-only prints the six SQLite rows and nothing else, each with a ratio against plain SQLite")
+    func sqliteOnly() throws {
+        let fixture = try StoreFixture()
+        let result = try fixture.run(["bench", "--sqlite-only", "--sqlite-scale", "1000", "--rounds", "2", "--quiet",
+                                      "--directory", fixture.directory.path])
+        #expect(result.status == 0, "\(result.standardError)")
+        let lines = result.standardOutput.split(separator: "\n").map(String.init)
+        try #require(lines.count == 9, "\(result.standardOutput)")
+        #expect(lines[0].hasPrefix("dpctl bench: 2 alternating rounds (medians), SQLite: 100 rows in transactions of 100, 10 autocommit, 100 selects"))
+        let rows = Array(lines.dropFirst(3))
+        let expected = ["100 inserts, 100/tx", "10 autocommit inserts", "100 point selects"]
+        for (index, row) in rows.enumerated() {
+            let mode = index < 3 ? "rollback journal" : "WAL"
+            #expect(row.hasPrefix("SQLite \(expected[index % 3]), \(mode)"), "\(row)")
+            let cells = row.components(separatedBy: "  ").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            #expect(cells.count >= Self.columns.count - 1, "\(row)")
+            guard cells.count >= 4 else { continue }
+            #expect(cells[2].hasSuffix("plain SQLite file"), "\(row)")
+            #expect(Double(cells[3]).map { $0 > 0 && $0.isFinite } ?? false, "ratio cell \(cells[3]) in \(row)")
+        }
         let left = try FileManager.default.contentsOfDirectory(atPath: fixture.directory.path).filter { $0.hasPrefix("dp-bench-") }
         #expect(left.isEmpty)
     }

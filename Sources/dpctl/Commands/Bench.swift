@@ -37,6 +37,9 @@ struct Bench: ParsableCommand {
           help: "Add the SQLite rows: 100k inserts in transactions of 1000, 10k autocommit inserts and 100k point selects, on a protected database and on an ordinary file, synchronous=FULL, rollback journal and WAL (a few minutes: every autocommit insert is fsynced).")
     var sqlite = false
 
+    @Flag(name: .customLong("sqlite-only"), help: "Only the SQLite rows (implies --sqlite).")
+    var sqliteOnly = false
+
     @Option(name: .customLong("sqlite-scale"), help: "Divide the SQLite row counts by this (for a quick look).")
     var sqliteScale = 1
 
@@ -59,7 +62,8 @@ struct Bench: ParsableCommand {
             options.handles = handles
             options.randomReads = 2000
             options.directory = directory.map { URL(fileURLWithPath: $0) }
-            if sqlite {
+            options.fileRows = !sqliteOnly
+            if sqlite || sqliteOnly {
                 var workload = SQLiteWorkload()
                 workload.transactionRows /= sqliteScale
                 workload.rowsPerTransaction = min(workload.rowsPerTransaction, workload.transactionRows)
