@@ -27,6 +27,8 @@ final class StoreSQLiteStorage: SQLiteStorage {
 
     /// The decrypted chunks a database file keeps for reads: 8 MiB.
     static let databaseReadCache = 8 << 20
+    /// The decrypted chunks its WAL keeps for reads: 4 MiB.
+    static let writeAheadLogReadCache = 4 << 20
 
     private var store: ProtectedStore {
         get throws {
@@ -51,7 +53,8 @@ final class StoreSQLiteStorage: SQLiteStorage {
                 }
                 protection = named
             }
-            let handle = try store.openFile(atPath: path, mode: mode, create: request.create, protection: ProtectionChoice(protection))
+            let handle = try store.openFile(atPath: path, mode: mode, create: request.create, protection: ProtectionChoice(protection),
+                                            chunkShift: ProtectedStore.databaseChunkShift)
             // SQLite reads its pages at random: plaintext chunks kept in secure memory stand in for the
             // operating system's page cache that an ordinary database file would be read from.
             handle.reserveReadCache(bytes: Self.databaseReadCache)
@@ -59,6 +62,11 @@ final class StoreSQLiteStorage: SQLiteStorage {
             return StoreSQLiteFile(handle: handle)
         case .mainJournal, .writeAheadLog, .superJournal, .temporary:
             let handle = try store.openFile(atPath: path, mode: mode, create: request.create, protection: try ProtectionChoice(databaseClass(of: path)))
+            if request.kind == .writeAheadLog {
+                // Pages committed to the WAL and not yet checkpointed are read from it, at random
+                // (up to about 4 MiB with SQLite's default checkpoint of 1000 pages).
+                handle.reserveReadCache(bytes: Self.writeAheadLogReadCache)
+            }
             return StoreSQLiteFile(handle: handle)
         }
     }
@@ -87,6 +95,12 @@ final class StoreSQLiteStorage: SQLiteStorage {
         try ProtectedStore.standardizedPath(path)
     }
 
+    /// True: a protected file changes only by whole commits (Keys/file-format.md §8.2): its
+    /// length never covers records not yet written, and an overwrite is redone from the
+    /// file's own journal after a crash, so a torn or garbage range is never read back.
+    /// (Temporary files live in memory and do not survive a crash at all.)
+    var writesAreAtomic: Bool { true }
+
     func failure(of error: any Error) -> SQLiteIOFailure {
         guard let error = error as? DataProtectionError else { return .other }
         switch error.code {
@@ -106,8 +120,8 @@ final class StoreSQLiteFile: SQLiteStorageFile {
         self.handle = handle
     }
 
-    func read(count: Int, atOffset offset: UInt64) throws -> Data {
-        try handle.read(atOffset: offset, upToCount: count)
+    func read(into buffer: UnsafeMutableRawBufferPointer, atOffset offset: UInt64) throws -> Int {
+        try handle.read(atOffset: offset, into: buffer)
     }
 
     func write(_ data: Data, atOffset offset: UInt64) throws {
@@ -135,49 +149,77 @@ final class StoreSQLiteFile: SQLiteStorageFile {
     }
 }
 
-/// An anonymous temporary file of SQLite, in process memory (never on the disk).
+/// An anonymous temporary file of SQLite, in process memory (never on the disk). Its
+/// plaintext (statement journals, sorter spills, temporary tables) is wiped wherever it
+/// stops being used: a growth copies into a new buffer and wipes the old one, a shrink
+/// zeroes the tail, closing wipes the rest; nothing is left in freed memory.
 final class MemorySQLiteFile: SQLiteStorageFile {
-    private let bytes = Locked(Data())
+    private struct Contents {
+        /// The buffer, `length` bytes of it in use (the rest zeros).
+        var storage = Data()
+        var length = 0
+    }
 
-    func read(count: Int, atOffset offset: UInt64) throws -> Data {
-        bytes.withLock { bytes in
-            guard offset < UInt64(bytes.count) else { return Data() }
+    private let contents = Locked(Contents())
+
+    func read(into buffer: UnsafeMutableRawBufferPointer, atOffset offset: UInt64) throws -> Int {
+        contents.withLock { contents in
+            guard offset < UInt64(contents.length) else { return 0 }
             let start = Int(offset)
-            return Data(bytes[start..<min(bytes.count, start + count)])
+            let end = min(contents.length, start + buffer.count)
+            return contents.storage.withUnsafeBytes { source in
+                buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[start..<end]))
+                return end - start
+            }
         }
     }
 
     func write(_ data: Data, atOffset offset: UInt64) throws {
-        guard offset <= UInt64(Int.max - data.count) else {
-            throw DataProtectionError(.invalidArgument, "A temporary file of SQLite cannot grow past \(Int.max) bytes.")
+        guard offset <= UInt64(Int.max / 2 - data.count) else {
+            throw DataProtectionError(.invalidArgument, "A temporary file of SQLite cannot grow past \(Int.max / 2) bytes.")
         }
-        bytes.withLock { bytes in
+        contents.withLock { contents in
             let start = Int(offset)
-            if bytes.count < start + data.count { bytes.append(Data(count: start + data.count - bytes.count)) }
-            bytes.replaceSubrange(start..<(start + data.count), with: data)
+            Self.reserve(start + data.count, in: &contents)
+            contents.storage.replaceSubrange(start..<(start + data.count), with: data)
+            contents.length = max(contents.length, start + data.count)
         }
     }
 
     func truncate(to size: UInt64) throws {
-        guard size <= UInt64(Int.max) else {
-            throw DataProtectionError(.invalidArgument, "A temporary file of SQLite cannot grow past \(Int.max) bytes.")
+        guard size <= UInt64(Int.max / 2) else {
+            throw DataProtectionError(.invalidArgument, "A temporary file of SQLite cannot grow past \(Int.max / 2) bytes.")
         }
-        bytes.withLock { bytes in
-            if bytes.count > Int(size) {
-                bytes.removeSubrange(Int(size)...)
+        contents.withLock { contents in
+            let size = Int(size)
+            if contents.length > size {
+                contents.storage.resetBytes(in: size..<contents.length)
             } else {
-                bytes.append(Data(count: Int(size) - bytes.count))
+                Self.reserve(size, in: &contents)
             }
+            contents.length = size
         }
     }
 
     func synchronize() throws {}
 
-    func size() throws -> UInt64 { UInt64(bytes.withLock { $0.count }) }
+    func size() throws -> UInt64 { UInt64(contents.withLock { $0.length }) }
 
     func close() throws {
-        bytes.withLock { $0 = Data() }
+        contents.withLock { contents in
+            Memory.wipe(&contents.storage)
+            contents = Contents()
+        }
     }
 
     func checkAccess() throws {}
+
+    /// Makes the buffer hold at least `count` bytes: a larger one (doubling), the old one wiped.
+    private static func reserve(_ count: Int, in contents: inout Contents) {
+        guard count > contents.storage.count else { return }
+        var grown = Data(count: max(count, contents.storage.count * 2, 4096))
+        grown.replaceSubrange(0..<contents.length, with: contents.storage.prefix(contents.length))
+        Memory.wipe(&contents.storage)
+        contents.storage = grown
+    }
 }

@@ -65,7 +65,9 @@ final class SQLiteOpenFile {
         methods.pointee.xCheckReservedLock = fileCheckReservedLock
         methods.pointee.xFileControl = { _, _, _ in SQLITE_NOTFOUND }
         methods.pointee.xSectorSize = { _ in 4096 }
-        methods.pointee.xDeviceCharacteristics = { _ in 0 }
+        methods.pointee.xDeviceCharacteristics = { file in
+            SQLiteOpenFile.from(file).vfs.storage.writesAreAtomic ? SQLITE_IOCAP_SAFE_APPEND | SQLITE_IOCAP_POWERSAFE_OVERWRITE : 0
+        }
         methods.pointee.xShmMap = fileShmMap
         methods.pointee.xShmLock = fileShmLock
         methods.pointee.xShmBarrier = { file in SQLiteOpenFile.from(file).vfs.sharedMemory.barrier() }
@@ -99,11 +101,9 @@ private let fileRead: @convention(c) (UnsafeMutablePointer<sqlite3_file>?, Unsaf
     guard let buffer, amount >= 0, offset >= 0 else { return SQLITE_MISUSE }
     let open = SQLiteOpenFile.from(file)
     return open.perform(SQLiteResultCode.ioErrorRead) {
-        let data = try open.file.read(count: Int(amount), atOffset: UInt64(offset))
-        let count = min(data.count, Int(amount))
-        data.withUnsafeBytes { bytes in
-            if let base = bytes.baseAddress { buffer.copyMemory(from: base, byteCount: count) }
-        }
+        // Straight into SQLite's buffer: no copy of the page left in ordinary memory.
+        let count = min(try open.file.read(into: UnsafeMutableRawBufferPointer(start: buffer, count: Int(amount)), atOffset: UInt64(offset)),
+                        Int(amount))
         guard count == Int(amount) else {
             // SQLite requires the rest of the buffer zeroed on a short read.
             (buffer + count).initializeMemory(as: UInt8.self, repeating: 0, count: Int(amount) - count)
@@ -118,7 +118,10 @@ private let fileWrite: @convention(c) (UnsafeMutablePointer<sqlite3_file>?, Unsa
     guard let buffer, amount >= 0, offset >= 0 else { return SQLITE_MISUSE }
     let open = SQLiteOpenFile.from(file)
     return open.perform(SQLiteResultCode.ioErrorWrite) {
-        try open.file.write(Data(bytes: buffer, count: Int(amount)), atOffset: UInt64(offset))
+        // SQLite's buffer itself, valid for the call (the storage copies what it keeps): a
+        // copy would cost a pass over the page and leave its plaintext in freed memory.
+        let data = Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: buffer), count: Int(amount), deallocator: .none)
+        try open.file.write(data, atOffset: UInt64(offset))
         return SQLITE_OK
     }
 }

@@ -61,13 +61,23 @@ public protocol SQLiteStorage: AnyObject, Sendable {
     func fullPath(_ path: String) throws -> String
     /// How `error`, thrown by this storage, is reported to SQLite.
     func failure(of error: any Error) -> SQLiteIOFailure
+    /// Whether every change to a file is atomic across a crash: after one, a file holds
+    /// whole writes only (never garbage past its end, never a torn range, never bytes
+    /// outside a write changed). The VFS then tells SQLite so (`SQLITE_IOCAP_SAFE_APPEND`
+    /// and `SQLITE_IOCAP_POWERSAFE_OVERWRITE`), and SQLite skips the work that guards
+    /// against those failures: rewriting and syncing the rollback journal's header a
+    /// second time in every commit, padding the WAL to a sector at every commit.
+    var writesAreAtomic: Bool { get }
 }
 
 /// An open file of a ``SQLiteStorage``.
 public protocol SQLiteStorageFile: AnyObject, Sendable {
-    /// Up to `count` bytes at `offset`; fewer only at the end of the file.
-    func read(count: Int, atOffset offset: UInt64) throws -> Data
-    /// Writes `data` at `offset`, extending the file (with zeros) as needed.
+    /// Reads up to `buffer.count` bytes at `offset` into `buffer` (SQLite's own page buffer)
+    /// and returns how many; fewer only at the end of the file.
+    func read(into buffer: UnsafeMutableRawBufferPointer, atOffset offset: UInt64) throws -> Int
+    /// Writes `data` at `offset`, extending the file (with zeros) as needed. `data` wraps
+    /// SQLite's buffer without a copy and is valid only during the call: keep a copy of
+    /// what must outlive it.
     func write(_ data: Data, atOffset offset: UInt64) throws
     /// Sets the file's size.
     func truncate(to size: UInt64) throws

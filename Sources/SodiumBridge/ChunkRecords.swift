@@ -154,6 +154,18 @@ extension SecureBytes {
         }
     }
 
+    /// Copies `range` into `destination` at `offset`: plaintext handed straight to a caller's
+    /// buffer (SQLite's page), with no copy of it left in ordinary memory on the way.
+    package func copyBytes(in range: Range<Int>, to destination: UnsafeMutableRawBufferPointer, at offset: Int) {
+        precondition(range.lowerBound >= 0 && range.upperBound <= count, "SecureBytes range out of bounds")
+        precondition(offset >= 0 && offset + range.count <= destination.count, "destination range out of bounds")
+        guard !range.isEmpty else { return }
+        withUnsafeBytes { source in
+            UnsafeMutableRawBufferPointer(rebasing: destination[offset..<offset + range.count])
+                .copyMemory(from: UnsafeRawBufferPointer(rebasing: source[range]))
+        }
+    }
+
     /// Copies `data[range]` into these bytes at `offset`.
     package func replaceBytes(at offset: Int, with data: Data, range: Range<Int>) {
         precondition(offset >= 0 && offset + range.count <= count, "SecureBytes range out of bounds")

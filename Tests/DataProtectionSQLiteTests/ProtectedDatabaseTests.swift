@@ -47,6 +47,26 @@ import Testing
         }
     }
 
+    @Test("a database file is sealed in chunks of its pages (4 KiB), its WAL and ordinary files in 16 KiB chunks")
+    func databaseChunksArePages() throws {
+        try withDatabaseStore { fixture in
+            let db = try ProtectedDatabase(atPath: "pages.db", in: fixture.store, create: true, protection: .complete, journalMode: .wal)
+            try db.execute("CREATE TABLE t(x BLOB)")
+            for _ in 0..<20 { try db.execute("INSERT INTO t VALUES (randomblob(3000))") }
+            try fixture.store.write(Data(repeating: 7, count: 50_000), to: "plain.bin")
+            // Chunk shifts from every protected file's header (magic "DPFH", the shift at byte 6).
+            let shifts = fixture.filesOnDisk().values.filter { $0.starts(with: Data("DPFH".utf8)) }.map { Int($0[6]) }.sorted()
+            #expect(shifts == [12, 14, 14], "chunk shifts on disk: \(shifts)")
+            db.close()
+            // Reopened and changed in place, page by page: the rows are intact.
+            let again = try ProtectedDatabase(atPath: "pages.db", in: fixture.store)
+            try again.execute("UPDATE t SET x = zeroblob(2000) WHERE rowid % 3 = 0")
+            #expect(try again.query("SELECT count(*), sum(length(x)) FROM t").first?.values == [.integer(20), .integer(14 * 3000 + 6 * 2000)])
+            #expect(try again.query("PRAGMA integrity_check").first?.texts == ["ok"])
+            again.close()
+        }
+    }
+
     @Test func missingDatabaseIsFileNotFoundAndSQLErrorsKeepSQLitesCode() throws {
         try withDatabaseStore { fixture in
             expectCode(.fileNotFound) { _ = try ProtectedDatabase(atPath: "nowhere.db", in: fixture.store) }

@@ -111,17 +111,25 @@ struct CommittedFile {
         let journalPath = Self.journalPath(for: file.path)
         if !unlinked,
            let data = try file.fileSystem.readFile(at: journalPath, limit: FileJournal.maximumByteCount(recordStride: header.recordStride)) {
-            if let journal = FileJournal.decode(data, macKey: keys.macKey, fileID: header.fileID),
-               journal.baseGeneration == header.generation {
-                guard journal.fits(header) else {
-                    throw .integrity("The file's journal describes records outside the file: it was tampered with.")
+            if let journal = FileJournal.decode(data, macKey: keys.macKey, fileID: header.fileID) {
+                // Over the header it was written against: redo the flush and commit it. Over the
+                // header that flush committed (its next generation, with the journal's length and
+                // allocation): the header may have reached the disk before the records it commits,
+                // so redo the records. Anything else is stale: its flush committed and later ones followed.
+                let uncommitted = journal.baseGeneration == header.generation
+                let committed = journal.baseGeneration < UInt64.max && journal.baseGeneration + 1 == header.generation
+                    && journal.length == header.length && journal.allocatedRecords == header.allocatedRecords
+                if uncommitted || committed {
+                    guard journal.fits(header) else {
+                        throw .integrity("The file's journal describes records outside the file: it was tampered with.")
+                    }
+                    for entry in journal.entries {
+                        try file.write(entry.record, at: header.recordOffset(entry.index))
+                    }
+                    try cutStaleRecords(length: journal.length, allocated: journal.allocatedRecords)
+                    if uncommitted { try writeHeader(length: journal.length, allocated: journal.allocatedRecords, keys: keys) }
+                    try file.synchronize()
                 }
-                for entry in journal.entries {
-                    try file.write(entry.record, at: header.recordOffset(entry.index))
-                }
-                try cutStaleRecords(length: journal.length, allocated: journal.allocatedRecords)
-                try writeHeader(length: journal.length, allocated: journal.allocatedRecords, keys: keys)
-                try file.synchronize()
             }
             try file.fileSystem.removeFile(at: journalPath)
         }
@@ -205,8 +213,11 @@ struct CommittedFile {
                 }
             }
             if newLength >= oldLength { try cutStaleRecords(length: newLength, allocated: committedAllocation) }
-            // The records before the header that commits them.
-            try synchronize()
+            // The records before the header that commits them, unless a durable journal can redo
+            // them: a reader applies the journal over the header it commits too (file-format.md
+            // §9.2), so one `fsync` after the header serves both. Not for a shrink, whose header
+            // must precede its `ftruncate` with the records behind it.
+            if !journalDurable || newLength < oldLength { try synchronize() }
             try writeHeader(length: newLength, allocated: committedAllocation, keys: keys)
             if newLength < oldLength {
                 // The shrink's header before its `ftruncate`, the `ftruncate` before the header

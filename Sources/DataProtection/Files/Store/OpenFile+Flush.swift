@@ -150,7 +150,7 @@ extension OpenFile {
         guard hasDirty || direct != nil || oldLength != newLength || recordedLength != newLength || bringToRest else {
             if durable {
                 try disk.makeDurable()
-                spares.removeAll()
+                releaseSpares()
             }
             return
         }
@@ -208,7 +208,7 @@ extension OpenFile {
                 let start = Int((index << shift) - direct.offset)
                 ChunkRecords.seal(direct.data, range: start..<start + length, into: &records, at: position,
                                   key: keys.chunkKey, associatedData: ad)
-            } else if let cached = cache[index]?.buffer ?? readCache[index]?.buffer {
+            } else if let cached = cache[index]?.buffer ?? readCache[index] {
                 ChunkRecords.seal(cached, range: 0..<length, into: &records, at: position, key: keys.chunkKey, associatedData: ad)
             } else {
                 let loaded = try loadChunk(index, keys: keys)
@@ -281,7 +281,7 @@ extension OpenFile {
             throw error
         }
         wipeCache()
-        if durable { spares.removeAll() }
+        if durable { releaseSpares() }
     }
 
     /// Wipes the cached chunks (keeping their buffers as spares).
@@ -290,10 +290,16 @@ extension OpenFile {
         cache.removeAll()
     }
 
-    /// Wipes the cache and frees every chunk buffer.
+    /// Wipes the cache and gives every chunk buffer back.
     func releaseBuffers() {
         wipeCache()
         forgetReads()
+        releaseSpares()
+    }
+
+    /// Gives the spare (wiped) buffers back to the process's pool.
+    func releaseSpares() {
+        ChunkBufferPool.give(spares)
         spares.removeAll()
     }
 }

@@ -15,6 +15,42 @@ extension OpenFile {
         }
     }
 
+    /// Reads up to `destination.count` bytes at `offset` straight into `destination` (fewer
+    /// at the end of the file) and returns how many: no copy of the plaintext on the way.
+    /// Every chunk it touches stays in the read cache: for a database's page reads.
+    func read(at offset: UInt64, into destination: UnsafeMutableRawBufferPointer) throws(DataProtectionError) -> Int {
+        try lock.locked { () throws(DataProtectionError) -> Int in
+            let keys = try requireKeys()
+            guard offset < size, !destination.isEmpty else { return 0 }
+            let end = min(size, offset + UInt64(destination.count))
+            let shift = UInt64(header.chunkShift)
+            let recordedCount = header.records(forLength: recordedLength)
+            var position = offset
+            while position < end {
+                let index = position >> shift
+                let chunkStart = index << shift
+                let upTo = min(end, chunkStart + UInt64(header.chunkSize))
+                let range = Int(position - chunkStart)..<Int(upTo - chunkStart)
+                let at = Int(position - offset)
+                if let cached = cache[index]?.buffer {
+                    cached.copyBytes(in: range, to: destination, at: at)
+                } else if let clean = readCache[index] {
+                    clean.copyBytes(in: range, to: destination, at: at)
+                    touchRead(index)
+                } else if index >= recordedCount {
+                    // Past the recorded end and not cached: zeros (a gap to be filled at flush).
+                    UnsafeMutableRawBufferPointer(rebasing: destination[at..<at + range.count]).initializeMemory(as: UInt8.self, repeating: 0)
+                } else {
+                    let loaded = try loadChunk(index, keys: keys)
+                    loaded.copyBytes(in: range, to: destination, at: at)
+                    keepRead(index, loaded)
+                }
+                position = upTo
+            }
+            return Int(end - offset)
+        }
+    }
+
     func readLocked(at offset: UInt64, count: Int, keys: FileKeys) throws(DataProtectionError) -> Data {
         guard offset < size, count > 0 else { return Data() }
         let end = min(size, offset + UInt64(count))
@@ -38,7 +74,7 @@ extension OpenFile {
                 position = upTo
                 continue
             }
-            if let clean = readCache[index]?.buffer {
+            if let clean = readCache[index] {
                 let upTo = min(end, chunkStart + UInt64(header.chunkSize))
                 clean.copyBytes(in: Int(position - chunkStart)..<Int(upTo - chunkStart), into: &out, at: Int(position - offset))
                 touchRead(index)
@@ -145,22 +181,19 @@ extension OpenFile {
     /// Keeps `buffer` as chunk `index`'s clean plaintext, dropping the least recently used beyond the limit.
     func keepRead(_ index: UInt64, _ buffer: SecureBytes) {
         if let old = takeRead(index) { recycle(old) }
-        while readCache.count >= readCapacity, let oldest = readCache.min(by: { $0.value.used < $1.value.used })?.key,
-              let evicted = takeRead(oldest) {
+        while readCache.count >= readCapacity, let evicted = readCache.removeOldest() {
             recycle(evicted)
         }
-        readClock += 1
-        readCache[index] = (buffer, readClock)
+        readCache.insert(index, buffer)
     }
 
     func touchRead(_ index: UInt64) {
-        readClock += 1
-        readCache[index]?.used = readClock
+        readCache.touch(index)
     }
 
     /// Removes chunk `index` from the read cache and returns its buffer (still holding the plaintext).
     func takeRead(_ index: UInt64) -> SecureBytes? {
-        readCache.removeValue(forKey: index)?.buffer
+        readCache.remove(index)
     }
 
     /// Lets the read cache hold up to `bytes` of chunks (never fewer than ``readCacheLimit``
@@ -171,14 +204,14 @@ extension OpenFile {
 
     /// Wipes the read cache's chunks from `first` on (all by default).
     func forgetReads(from first: UInt64 = 0) {
-        for index in readCache.keys where index >= first {
+        for index in readCache.indices where index >= first {
             if let buffer = takeRead(index) { recycle(buffer) }
         }
     }
 
     /// A zeroed chunk buffer: a spare if there is one.
     func emptyChunk() -> SecureBytes {
-        spares.popLast() ?? SecureBytes(count: header.chunkSize)
+        spares.popLast() ?? ChunkBufferPool.take(count: header.chunkSize)
     }
 
     /// Wipes `buffer` and keeps it as a spare (up to one cache's worth).

@@ -53,9 +53,7 @@ final class OpenFile: @unchecked Sendable {
     /// transaction, and without them each read decrypts a whole chunk. Plaintext in secure
     /// memory, dropped (wiped) for every chunk a write or truncation changes, at key
     /// discard, on close and at recovery.
-    var readCache: [UInt64: (buffer: SecureBytes, used: UInt64)] = [:]
-    /// Counts reads from the cache: the entry used longest ago goes first.
-    var readClock: UInt64 = 0
+    var readCache = ChunkReadCache()
     /// How many chunks ``readCache`` may hold (``readCacheLimit`` unless a user of the file asked for more).
     var readCapacity = OpenFile.readCacheLimit
     /// The length the records on disk were sealed for: the committed length, or
@@ -178,11 +176,14 @@ final class OpenFile: @unchecked Sendable {
         return nil
     }
 
-    /// A fresh header (generation 1, empty) with a new wrapped file key.
-    static func newHeader(protectionClass: ProtectionClass, device: Device, now: Date) throws(DataProtectionError) -> (FileHeader, FileKeys) {
+    /// A fresh header (generation 1, empty, chunks of `2^chunkShift` bytes) with a new wrapped file key.
+    static func newHeader(
+        protectionClass: ProtectionClass, chunkShift: UInt8, device: Device, now: Date
+    ) throws(DataProtectionError) -> (FileHeader, FileKeys) {
+        precondition((12...20).contains(chunkShift), "a chunk size no reader accepts")
         let keys = FileKeys.generate()
         var header = FileHeader(
-            protectionClass: protectionClass, chunkShift: ProtectedStore.defaultChunkShift,
+            protectionClass: protectionClass, chunkShift: chunkShift,
             fileID: Random.bytes(count: FileHeader.fileIDByteCount), generation: 1, length: 0, allocatedRecords: 0,
             creationTime: Int64(now.timeIntervalSince1970 * 1e9),
             ephemeralPublicKey: Data(count: 32), wrapNonce: Data(count: 24), wrappedKey: Data(count: 48))
@@ -306,8 +307,9 @@ final class OpenFile: @unchecked Sendable {
         try lock.locked { () throws(DataProtectionError) in
             let keys = try requireKeys()
             try flushLocked(durable: true, keys: keys)
+            // The same chunk size: the open file's buffers stay right for the new file.
             let writer = try ProtectedFileWriter(target: file.path, place: place, storePath: storePath,
-                                                 protectionClass: newClass, device: device)
+                                                 protectionClass: newClass, chunkShift: header.chunkShift, device: device)
             var offset: UInt64 = 0
             while offset < size {
                 let piece = try readLocked(at: offset, count: 1 << 20, keys: keys)
@@ -343,7 +345,7 @@ final class OpenFile: @unchecked Sendable {
     /// key still present), then wipe the file keys and plaintext. Class B keeps
     /// its key while open.
     ///
-    /// Returns the wiped key and chunk buffers: freeing secure memory costs several
+    /// Returns the wiped keys (its chunk buffers go back to the pool, wiped): freeing secure memory costs several
     /// system calls each, so the caller may release them later, off the lock's path.
     @discardableResult
     func classKeyWillBeDiscarded() -> [SecureBytes] {
@@ -357,8 +359,8 @@ final class OpenFile: @unchecked Sendable {
             }
             wipeCache()
             forgetReads()
-            let retired = spares + [keys.fileKey, keys.chunkKey, keys.macKey]
-            spares.removeAll()
+            releaseSpares()
+            let retired = [keys.fileKey, keys.chunkKey, keys.macKey]
             keys.wipe()
             self.keys = nil
             return retired

@@ -94,6 +94,16 @@ public final class ProtectedFileHandle: Sendable {
         return try file.read(at: offset, count: count)
     }
 
+    /// Reads up to `destination.count` bytes at `offset` straight into `destination`
+    /// (fewer only at the end of the file) and returns how many, without moving the
+    /// handle's offset: no copy of the plaintext is left in ordinary memory on the way.
+    /// For a layer that owns the buffer (SQLite's page reads).
+    package func read(atOffset offset: UInt64, into destination: UnsafeMutableRawBufferPointer) throws(DataProtectionError) -> Int {
+        try requireOpen()
+        try requireReadable()
+        return try file.read(at: offset, into: destination)
+    }
+
     /// Lets the file keep up to `bytes` of clean decrypted chunks for reads at random (secure
     /// memory, wiped like the rest of its plaintext); the default is 512 KiB. For a database
     /// file, whose pages are read at random and re-read often.
@@ -232,6 +242,15 @@ extension ProtectedStore {
     public func openFile(
         atPath path: String, mode: ProtectedFileHandle.Mode = .update, create: Bool = false, protection protectionChoice: ProtectionChoice = .inherited
     ) throws(DataProtectionError) -> ProtectedFileHandle {
+        try openFile(atPath: path, mode: mode, create: create, protection: protectionChoice, chunkShift: Self.defaultChunkShift)
+    }
+
+    /// Opens a handle as ``openFile(atPath:mode:create:protection:)`` does; a file created now
+    /// has chunks of `2^chunkShift` bytes (12 to 20; `Keys/file-format.md` §13): a database
+    /// created through the SQLite VFS has chunks of its pages' size, 4 KiB.
+    package func openFile(
+        atPath path: String, mode: ProtectedFileHandle.Mode, create: Bool, protection protectionChoice: ProtectionChoice, chunkShift: UInt8
+    ) throws(DataProtectionError) -> ProtectedFileHandle {
         let protection = protectionChoice.protectionClass
         let storePath = try StorePath(path)
         return try namespace.locked { () throws(DataProtectionError) -> ProtectedFileHandle in
@@ -247,7 +266,8 @@ extension ProtectedStore {
                 guard create else { throw DataProtectionError(.fileNotFound, "No such file: \(storePath).") }
                 let parent = location.parent
                 let writer = try ProtectedFileWriter(target: location.disk, place: location.place, storePath: storePath,
-                                                     protectionClass: protection ?? parent.protectionClass ?? .default, device: device)
+                                                     protectionClass: protection ?? parent.protectionClass ?? .default,
+                                                     chunkShift: chunkShift, device: device)
                 // Opened with the key it was written with: a class B file created while locked has no other way in.
                 let file = try register(try writer.commitAndOpen(device: device))
                 return ProtectedFileHandle(store: self, file: file, mode: mode)

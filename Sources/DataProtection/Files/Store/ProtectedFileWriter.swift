@@ -40,14 +40,15 @@ final class ProtectedFileWriter {
     /// Buffers of the store's own plaintext to zero once the pending chunks are sealed.
     private var toWipe: [Data] = []
 
-    /// Starts a file of `protectionClass` to replace (or create) `target`, which is `place`.
+    /// Starts a file of `protectionClass` to replace (or create) `target`, which is `place`,
+    /// in chunks of `2^chunkShift` bytes.
     ///
     /// - Throws: `protectedDataUnavailable` when a file of that class cannot be created now.
     init(
-        target: FilePath, place: Place, storePath: StorePath, protectionClass: ProtectionClass, device: Device,
-        creationDate: Date = Date()
+        target: FilePath, place: Place, storePath: StorePath, protectionClass: ProtectionClass,
+        chunkShift: UInt8 = ProtectedStore.defaultChunkShift, device: Device, creationDate: Date = Date()
     ) throws(DataProtectionError) {
-        (header, keys) = try OpenFile.newHeader(protectionClass: protectionClass, device: device, now: creationDate)
+        (header, keys) = try OpenFile.newHeader(protectionClass: protectionClass, chunkShift: chunkShift, device: device, now: creationDate)
         do throws(DataProtectionError) {
             placeTag = try place.tag(of: .file, id: header.fileID, device: device)
         } catch {

@@ -132,11 +132,10 @@ extension ProtectedStore {
 
     /// Whether something exists at `path`, and whether it is a directory.
     public func fileExists(atPath path: String, isDirectory: inout Bool) -> Bool {
-        guard let storePath = try? StorePath(path),
-              let location = try? namespace.locked({ () throws(DataProtectionError) in try locate(storePath) })
+        guard let kind = try? namespace.lookUp(path, resolve: { () throws(DataProtectionError) in try locate(StorePath(path)).kind })
         else { return false }
-        isDirectory = location.kind == .directory
-        return location.kind != .missing
+        isDirectory = kind == .directory
+        return kind != .missing
     }
 
     /// The attributes of the item at `path`: type, size, class and dates (works in every lock state).

@@ -16,7 +16,10 @@ import SystemPackage
 /// `/` also means the root. The store is thread-safe.
 public final class ProtectedStore: Sendable {
     /// log2 of the chunk size of new files: 16 KiB (see `Keys/file-format.md`, "Chunk size").
-    static let defaultChunkShift: UInt8 = 14
+    package static let defaultChunkShift: UInt8 = 14
+    /// log2 of the chunk size of a database created through the SQLite VFS: 4 KiB, SQLite's
+    /// default page size, so that a page read decrypts one chunk and a page write seals one.
+    package static let databaseChunkShift: UInt8 = 12
 
     /// The device whose keys protect the store.
     public let device: Device
@@ -24,8 +27,8 @@ public final class ProtectedStore: Sendable {
     public let directory: URL
 
     let root: FilePath
-    /// Serialises changes to the name space (and the directory cache).
-    let namespace = NSRecursiveLock()
+    /// Serialises changes to the name space (and the directory cache); remembers lookups between changes.
+    let namespace = NamespaceLock()
     let state = Locked(StoreState())
     /// Signalled when a file leaves ``StoreState/settling`` (its opening or closing is done).
     let settled = NSCondition()
@@ -516,8 +519,10 @@ public final class ProtectedStore: Sendable {
 
     func deviceDidErase() {
         do throws(DataProtectionError) {
-            try fileSystem.createDirectory(at: root)
-            try openRoot()
+            try namespace.locked { () throws(DataProtectionError) in
+                try fileSystem.createDirectory(at: root)
+                try openRoot()
+            }
         } catch {
             device.logger.error("could not prepare the store after an erase", metadata: ["error": "\(error.code.rawValue)"])
         }

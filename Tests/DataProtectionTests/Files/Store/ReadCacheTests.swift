@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import DataProtection
+import SodiumBridge
 
 /// Chunks that partial reads decrypted are kept for the next reads (a database's random
 /// 4 KiB pages): every write, truncation, large direct write and key discard must be seen
@@ -17,6 +18,12 @@ import Testing
                 for offset in stride(from: 0, to: model.count + 5000, by: 3_001) {
                     let expected = offset < model.count ? model[offset..<min(model.count, offset + 4096)] : Data()
                     #expect(try handle.read(atOffset: UInt64(offset), upToCount: 4096) == Data(expected), "\(what): at \(offset)")
+                    // The same through the read into a caller's buffer (SQLite's page reads).
+                    var page = Data(repeating: 0xEE, count: 4096)
+                    let count = try page.withUnsafeMutableBytes { buffer throws(DataProtectionError) in
+                        try handle.read(atOffset: UInt64(offset), into: buffer)
+                    }
+                    #expect(count == expected.count && page.prefix(count) == Data(expected), "\(what): read into a buffer at \(offset)")
                 }
             }
             try check("fresh")
@@ -49,5 +56,24 @@ import Testing
             try other.close()
             #expect(try store.contents(atPath: "/f") == model)
         }
+    }
+
+    @Test("the read cache evicts the chunk used longest ago, whatever order chunks came in")
+    func leastRecentlyUsedGoesFirst() {
+        var cache = ChunkReadCache()
+        let buffers = (0..<5).map { index in SecureBytes(count: 16) { $0[0] = UInt8(index) } }
+        for index in [3, 1, 4, 0, 2] { cache.insert(UInt64(index), buffers[index]) }
+        #expect(cache.count == 5)
+        cache.touch(3)  // now: 1, 4, 0, 2, 3
+        cache.touch(0)  // now: 1, 4, 2, 3, 0
+        cache.touch(0)  // the newest already: unchanged
+        #expect(cache.remove(4) === buffers[4])  // now: 1, 2, 3, 0
+        #expect(cache.remove(4) == nil)
+        var evicted: [UInt8] = []
+        while let oldest = cache.removeOldest() { evicted.append(oldest.withUnsafeBytes { $0[0] }) }
+        #expect(evicted == [1, 2, 3, 0])
+        #expect(cache.count == 0 && cache.indices.isEmpty && cache[0] == nil)
+        cache.insert(7, buffers[2])
+        #expect(cache[7] === buffers[2] && cache.indices == [7])
     }
 }
