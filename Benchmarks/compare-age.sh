@@ -10,7 +10,8 @@
 # with its output removed, so no run pays for another's write-back. dpctl put
 # is durable on return (fsync of the file and its directory); age does not
 # fsync. dpctl get -o fsyncs its output (then renames it into place); age -o does
-# not: the third row has both write to /dev/null, which compares the decryption alone.
+# not: the third row has both write to /dev/null, which compares the decryption alone,
+# and the last two rows give age the same durability (its output fsynced: `sync FILE`).
 # The last three rows do the same with an unlocked agent (`dpctl agent start`, one
 # unlock): no Argon2id per command, and the agent reads the input file and writes
 # the output descriptor itself (peak memory is then the client's).
@@ -101,6 +102,9 @@ for round in $(seq 1 "$rounds"); do
         run agent_get "$dpctl" get --quiet big -o "$work/out.dp"
         run age_dec_null_2 age -d -i "$work/key.txt" "$work/input.age"
         run agent_get_null "$dpctl" get --quiet big
+        rm -f "$work/input.age" "$work/out.age"
+        run age_enc_sync sh -c 'age -r "$1" -o "$2" "$3" && sync "$2"' sh "$recipient" "$work/input.age" "$work/input"
+        run age_dec_sync sh -c 'age -d -i "$1" -o "$2" "$3" && sync "$2"' sh "$work/key.txt" "$work/out.age" "$work/input.age"
     else
         run agent_put "$dpctl" put --quiet "$work/input" big
         run age_enc_2 age -r "$recipient" -o "$work/input.age" "$work/input"
@@ -108,6 +112,9 @@ for round in $(seq 1 "$rounds"); do
         run age_dec_2 age -d -i "$work/key.txt" -o "$work/out.age" "$work/input.age"
         run agent_get_null "$dpctl" get --quiet big
         run age_dec_null_2 age -d -i "$work/key.txt" "$work/input.age"
+        rm -f "$work/input.age" "$work/out.age"
+        run age_enc_sync sh -c 'age -r "$1" -o "$2" "$3" && sync "$2"' sh "$recipient" "$work/input.age" "$work/input"
+        run age_dec_sync sh -c 'age -d -i "$1" -o "$2" "$3" && sync "$2"' sh "$work/key.txt" "$work/out.age" "$work/input.age"
     fi
     cmp -s "$work/input" "$work/out.dp" || { echo "dpctl (agent) round trip differs" >&2; exit 1; }
 done
@@ -117,13 +124,14 @@ median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 col() { awk -v c="$2" '{ print $c }' "$work/$1.times" | median; }
 
 echo "dpctl vs age, ${size_mib} MiB, ${rounds} alternating rounds, medians; store passcode: $([ "$passcode" = 1 ] && echo yes || echo no)"
-printf '%-22s %10s %10s %12s %14s %14s\n' "operation" "dpctl s" "age s" "age/dpctl" "dpctl peak MiB" "age peak MiB"
+printf '%-28s %10s %10s %12s %14s %14s\n' "operation" "dpctl s" "age s" "age/dpctl" "dpctl peak MiB" "age peak MiB"
 for pair in "encrypt (put):dpctl_put:age_enc" "decrypt (get -o):dpctl_get:age_dec" "decrypt to /dev/null:dpctl_get_null:age_dec_null" \
-            "agent, put:agent_put:age_enc_2" "agent, get -o:agent_get:age_dec_2" "agent, get >/dev/null:agent_get_null:age_dec_null_2"; do
+            "agent, put:agent_put:age_enc_2" "agent, get -o:agent_get:age_dec_2" "agent, get >/dev/null:agent_get_null:age_dec_null_2" \
+            "agent, put vs age+sync:agent_put:age_enc_sync" "agent, get -o vs age+sync:agent_get:age_dec_sync"; do
     IFS=: read -r label ours theirs <<<"$pair"
     d="$(col "$ours" 1)"; a="$(col "$theirs" 1)"
     dm="$(col "$ours" 2)"; am="$(col "$theirs" 2)"
     awk -v l="$label" -v d="$d" -v a="$a" -v dm="$dm" -v am="$am" \
-        'BEGIN { printf "%-22s %10.2f %10.2f %12.2f %14.1f %14.1f\n", l, d, a, a / d, dm / 1024, am / 1024 }'
+        'BEGIN { printf "%-28s %10.2f %10.2f %12.2f %14.1f %14.1f\n", l, d, a, a / d, dm / 1024, am / 1024 }'
 done
 echo "(age/dpctl > 1: dpctl is faster; each rounds' raw figures: $work/*.times, removed on exit)"

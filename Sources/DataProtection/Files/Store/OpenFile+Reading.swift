@@ -32,11 +32,8 @@ extension OpenFile {
                 let upTo = min(end, chunkStart + UInt64(header.chunkSize))
                 let range = Int(position - chunkStart)..<Int(upTo - chunkStart)
                 let at = Int(position - offset)
-                if let cached = cache[index]?.buffer {
-                    cached.copyBytes(in: range, to: destination, at: at)
-                } else if let clean = readCache[index] {
-                    clean.copyBytes(in: range, to: destination, at: at)
-                    touchRead(index)
+                if let inMemory = chunkInMemory(index) {
+                    inMemory.copyBytes(in: range, to: destination, at: at)
                 } else if index >= recordedCount {
                     // Past the recorded end and not cached: zeros (a gap to be filled at flush).
                     UnsafeMutableRawBufferPointer(rebasing: destination[at..<at + range.count]).initializeMemory(as: UInt8.self, repeating: 0)
@@ -49,6 +46,15 @@ extension OpenFile {
             }
             return Int(end - offset)
         }
+    }
+
+    /// Chunk `index`'s plaintext if it is in memory: written and not yet flushed, or clean in
+    /// the read cache (which counts the use).
+    func chunkInMemory(_ index: UInt64) -> SecureBytes? {
+        if let cached = cache[index]?.buffer { return cached }
+        guard let clean = readCache[index] else { return nil }
+        touchRead(index)
+        return clean
     }
 
     func readLocked(at offset: UInt64, count: Int, keys: FileKeys) throws(DataProtectionError) -> Data {
@@ -67,17 +73,10 @@ extension OpenFile {
         while position < end {
             let index = position >> shift
             let chunkStart = index << shift
-            if let cached = cache[index]?.buffer {
+            if let inMemory = chunkInMemory(index) {
                 let upTo = min(end, chunkStart + UInt64(header.chunkSize))
                 // Straight into `out`: a temporary copy would be plaintext left behind.
-                cached.copyBytes(in: Int(position - chunkStart)..<Int(upTo - chunkStart), into: &out, at: Int(position - offset))
-                position = upTo
-                continue
-            }
-            if let clean = readCache[index] {
-                let upTo = min(end, chunkStart + UInt64(header.chunkSize))
-                clean.copyBytes(in: Int(position - chunkStart)..<Int(upTo - chunkStart), into: &out, at: Int(position - offset))
-                touchRead(index)
+                inMemory.copyBytes(in: Int(position - chunkStart)..<Int(upTo - chunkStart), into: &out, at: Int(position - offset))
                 position = upTo
                 continue
             }
