@@ -10,7 +10,7 @@ import SystemPackage
 /// the fuzzer reach the code behind the MACs: every header slot that parses gets
 /// a valid wrap of a fixed file key for the class it states and a valid MAC; every
 /// whole chunk record is sealed in place for its index; a journal body gets the
-/// file's id, the newest slot's generation and a valid MAC. Lengths, allocation,
+/// file's id, the newest slot's generation (one less for an odd-length body) and a valid MAC. Lengths, allocation,
 /// generations, classes, chunk sizes, record counts and journal entries stay the
 /// fuzzer's. The file is then read whole, through a handle at several offsets, and stat'ed.
 enum FileFormatFuzzing {
@@ -34,7 +34,9 @@ enum FileFormatFuzzing {
             seal(&file, header: header, keys: keys)
             if journal.count >= 29 {
                 journal.replaceSubrange(5..<21, with: header.fileID)
-                var generation = header.generation
+                // An odd-length journal is one generation behind: written against the header
+                // before this one, which its flush may have committed (file-format.md §9.2).
+                var generation = header.generation - (journal.count % 2 == 1 && header.generation > 0 ? 1 : 0)
                 journal.replaceSubrange(21..<29, with: withUnsafeBytes(of: &generation) { Data($0) })
             }
         }
