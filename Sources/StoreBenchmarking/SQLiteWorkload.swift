@@ -78,13 +78,15 @@ package struct SQLiteWorkload: Sendable {
         return (times[0], times[1])
     }
 
-    /// `synchronous=FULL`, the journal mode, and the table of the first round.
+    /// `synchronous=FULL` and the journal mode.
     private func prepare(_ connection: SQLiteConnection, journalMode: String) throws {
         try connection.execute("PRAGMA synchronous=FULL")
         let mode = try connection.query("PRAGMA journal_mode=\(journalMode)").first?.texts.first ?? nil
         guard mode == journalMode else { throw SQLiteError(code: 1, message: "journal mode \(mode ?? "none"), not \(journalMode)") }
-        try connection.execute("CREATE TABLE kv(id INTEGER PRIMARY KEY, k TEXT NOT NULL, v BLOB NOT NULL)")
     }
+
+    /// The rows the transactions insert: whole transactions of ``rowsPerTransaction`` only.
+    private var rowsInTransactions: Int { transactionRows / rowsPerTransaction * rowsPerTransaction }
 
     private static let value = SQLiteValue.blob(Data(repeating: 0xA5, count: 100))
 
@@ -106,7 +108,7 @@ package struct SQLiteWorkload: Sendable {
 
     /// ``autocommitRows`` single-row inserts into `kv`, after its transaction rows.
     private func insertAutocommit(_ connection: SQLiteConnection) throws -> Duration {
-        var id = Int64(transactionRows)
+        var id = Int64(rowsInTransactions)
         return try measure {
             for _ in 0..<autocommitRows {
                 id += 1
@@ -118,7 +120,7 @@ package struct SQLiteWorkload: Sendable {
     /// ``selects`` point selects by primary key on `kv`, the same keys on every side and round.
     private func selectPoints(_ connection: SQLiteConnection) throws -> Duration {
         var state: UInt64 = 0x5EED
-        let total = UInt64(transactionRows + autocommitRows)
+        let total = UInt64(rowsInTransactions + autocommitRows)
         return try measure {
             for _ in 0..<selects {
                 state = state &* 6364136223846793005 &+ 1442695040888963407
