@@ -143,15 +143,7 @@ extension SecureBytes {
 
     /// Copies `range` into `data` at `offset` (plaintext handed back to a caller who asked for it).
     package func copyBytes(in range: Range<Int>, into data: inout Data, at offset: Int) {
-        precondition(range.lowerBound >= 0 && range.upperBound <= count, "SecureBytes range out of bounds")
-        precondition(offset >= 0 && offset + range.count <= data.count, "Data range out of bounds")
-        guard !range.isEmpty else { return }
-        withUnsafeBytes { source in
-            data.withUnsafeMutableBytes { out in
-                UnsafeMutableRawBufferPointer(rebasing: out[offset..<offset + range.count])
-                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: source[range]))
-            }
-        }
+        data.withUnsafeMutableBytes { copyBytes(in: range, to: $0, at: offset) }
     }
 
     /// Copies `range` into `destination` at `offset`: plaintext handed straight to a caller's

@@ -1,6 +1,4 @@
 import Foundation
-import SodiumBridge
-import SystemPackage
 
 /// The lock that serialises changes to a store's name space, and a memo of lookups that
 /// stays valid while nothing holds it to change anything.

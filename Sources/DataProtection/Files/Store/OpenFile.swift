@@ -345,8 +345,9 @@ final class OpenFile: @unchecked Sendable {
     /// key still present), then wipe the file keys and plaintext. Class B keeps
     /// its key while open.
     ///
-    /// Returns the wiped keys (its chunk buffers go back to the pool, wiped): freeing secure memory costs several
-    /// system calls each, so the caller may release them later, off the lock's path.
+    /// Returns the wiped keys (the chunk buffers go back to the pool, wiped): freeing secure
+    /// memory costs several system calls each, so the caller may release them later, off
+    /// the lock's path.
     @discardableResult
     func classKeyWillBeDiscarded() -> [SecureBytes] {
         lock.locked { () -> [SecureBytes] in
