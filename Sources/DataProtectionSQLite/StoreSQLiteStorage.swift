@@ -20,6 +20,8 @@ final class StoreSQLiteStorage: SQLiteStorage {
     private weak let weakStore: ProtectedStore?
     /// The class of each main database opened through this storage, for its journals.
     private let classes = Locked<[String: ProtectionClass]>([:])
+    /// Rollback journals kept open between transactions.
+    fileprivate let journals = KeptJournals()
 
     init(store: ProtectedStore) {
         weakStore = store
@@ -59,10 +61,32 @@ final class StoreSQLiteStorage: SQLiteStorage {
             // operating system's page cache that an ordinary database file would be read from.
             handle.reserveReadCache(bytes: Self.databaseReadCache)
             classes.withLock { $0[path] = handle.protectionClass }
-            return StoreSQLiteFile(handle: handle)
-        case .mainJournal, .writeAheadLog, .superJournal, .temporary:
+            journals.databaseOpened(at: path)
+            return StoreSQLiteFile(handle: handle, role: .database(path, storage: self))
+        case .mainJournal:
+            if let kept = journals.take(at: path) {
+                do {
+                    try kept.handle.checkAvailability()
+                    return StoreSQLiteFile(handle: kept.handle, role: .journal(path, storage: self))
+                } catch where error.code == .handleClosed {
+                    // Closed by the store meanwhile (a reboot): open the file again.
+                } catch {
+                    if !journals.putBack(kept.handle, emptied: kept.emptied, at: path) { try? kept.handle.close() }
+                    throw error
+                }
+            }
+            let handle = try store.openFile(atPath: path, mode: mode, create: request.create, protection: try ProtectionChoice(databaseClass(of: path)))
+            return StoreSQLiteFile(handle: handle, role: .journal(path, storage: self))
+        case .writeAheadLog, .superJournal, .temporary:
             let handle = try store.openFile(atPath: path, mode: mode, create: request.create, protection: try ProtectionChoice(databaseClass(of: path)))
             if request.kind == .writeAheadLog {
+                // In WAL mode the rollback journal is not used: the one kept (emptied by the switch) goes.
+                let database = String(path.dropLast("-wal".count))
+                let journal = KeptJournals.journalPath(ofDatabase: database)
+                if path.hasSuffix("-wal"), let kept = journals.takeEmptied(at: journal) {
+                    try? kept.close()
+                    try? store.removeItem(atPath: journal)
+                }
                 // Pages committed to the WAL and not yet checkpointed are read from it, at random
                 // (up to about 4 MiB with SQLite's default checkpoint of 1000 pages).
                 handle.reserveReadCache(bytes: Self.writeAheadLogReadCache)
@@ -83,12 +107,28 @@ final class StoreSQLiteStorage: SQLiteStorage {
     }
 
     func delete(path: String) throws {
+        do {
+            if try journals.empty(at: path) { return }
+        } catch {
+            // Emptying failed (the class key went, an I/O error) and the handle is closed:
+            // the file goes as SQLite asked, which commits the transaction all the same.
+        }
         try store.removeItem(atPath: path)
     }
 
     func exists(path: String) throws -> Bool {
+        if journals.isEmptied(at: path) { return false }
         var isDirectory = false
         return try store.fileExists(atPath: path, isDirectory: &isDirectory) && !isDirectory
+    }
+
+    /// After a main database file closed: when it was the database's last connection, closes
+    /// its kept journal, and removes it when SQLite had deleted it (emptied). A failure leaves
+    /// an empty journal, which SQLite never takes for a hot one.
+    fileprivate func closeJournal(ofDatabase path: String) {
+        guard let kept = journals.databaseClosed(at: path) else { return }
+        try? kept.handle.close()
+        if kept.emptied { try? store.removeItem(atPath: kept.path) }
     }
 
     func fullPath(_ path: String) throws -> String {
@@ -114,10 +154,21 @@ final class StoreSQLiteStorage: SQLiteStorage {
 
 /// A protected file SQLite reads and writes, through its handle.
 final class StoreSQLiteFile: SQLiteStorageFile {
-    let handle: ProtectedFileHandle
+    /// What closing the file involves beyond closing its handle.
+    enum Role {
+        /// A main database: its last close closes (and removes, when emptied) its kept journal.
+        case database(String, storage: StoreSQLiteStorage)
+        /// A rollback journal: closing parks it for the next transaction (``KeptJournals``).
+        case journal(String, storage: StoreSQLiteStorage)
+        case other
+    }
 
-    init(handle: ProtectedFileHandle) {
+    let handle: ProtectedFileHandle
+    let role: Role
+
+    init(handle: ProtectedFileHandle, role: Role = .other) {
         self.handle = handle
+        self.role = role
     }
 
     func read(into buffer: UnsafeMutableRawBufferPointer, atOffset offset: UInt64) throws -> Int {
@@ -141,7 +192,18 @@ final class StoreSQLiteFile: SQLiteStorageFile {
     }
 
     func close() throws {
-        try handle.close()
+        switch role {
+        case .journal(let path, let storage):
+            // A journal opened for reading (SQLite's check for a hot one) is not kept: the
+            // transaction that takes it would need to write.
+            if handle.mode != .read, storage.journals.park(handle, at: path) { return }
+            try handle.close()
+        case .database(let path, let storage):
+            defer { storage.closeJournal(ofDatabase: path) }
+            try handle.close()
+        case .other:
+            try handle.close()
+        }
     }
 
     func checkAccess() throws {

@@ -13,12 +13,21 @@ struct SQLitePowerCutTests {
     static let passcode = "1234"
 
     /// A store on `fileSystem` holding `/db/app.db` (class `complete`) with one committed row.
-    static func prepare(_ root: URL, _ fileSystem: any FileSystem, wal: Bool) throws -> (ProtectedStore, ProtectedDatabase) {
+    /// In the rollback-journal mode the connection keeps the journal its commits emptied
+    /// (the transaction under test refills it), unless `freshJournal`: the database is then
+    /// opened again, and the transaction creates its journal.
+    static func prepare(_ root: URL, _ fileSystem: any FileSystem, wal: Bool, freshJournal: Bool = false) throws -> (ProtectedStore, ProtectedDatabase) {
         let store = try ScratchStore.unlocked(at: root, on: fileSystem, passcode: passcode)
-        let database = try ProtectedDatabase(atPath: "/db/app.db", in: store, create: true, protection: .complete,
+        var database = try ProtectedDatabase(atPath: "/db/app.db", in: store, create: true, protection: .complete,
                                              journalMode: wal ? .wal : .rollback)
         try database.execute("PRAGMA synchronous=FULL; PRAGMA cache_size=4")
         try database.execute("CREATE TABLE t(n INTEGER PRIMARY KEY, payload BLOB NOT NULL); INSERT INTO t VALUES (0, zeroblob(10))")
+        if freshJournal {
+            database.close()
+            guard !store.fileExists(atPath: "/db/app.db-journal") else { throw DataProtectionError(.fileExists, "a journal is left") }
+            database = try ProtectedDatabase(atPath: "/db/app.db", in: store)
+            try database.execute("PRAGMA synchronous=FULL; PRAGMA cache_size=4")
+        }
         return (store, database)
     }
 
@@ -32,12 +41,13 @@ struct SQLitePowerCutTests {
             """)
     }
 
-    @Test("a power cut at every mutating call of a commit", arguments: [false, true])
-    func powerCutAtEveryStep(wal: Bool) throws {
+    @Test("a power cut at every mutating call of a commit",
+          arguments: [(wal: false, freshJournal: false), (wal: false, freshJournal: true), (wal: true, freshJournal: false)])
+    func powerCutAtEveryStep(wal: Bool, freshJournal: Bool) throws {
         let counter = CrashingFileSystem(mode: .keepEverything)
         let root = IOFaultTests.scratch()
         defer { try? FileManager.default.removeItem(at: root) }
-        let (store, database) = try Self.prepare(root, counter, wal: wal)
+        let (store, database) = try Self.prepare(root, counter, wal: wal, freshJournal: freshJournal)
         counter.arm(crashAt: nil)
         try Self.transaction(database)
         let steps = counter.operations
@@ -52,10 +62,10 @@ struct SQLitePowerCutTests {
                 let fileSystem = CrashingFileSystem(mode: mode)
                 let root = IOFaultTests.scratch()
                 defer { try? FileManager.default.removeItem(at: root) }
-                let (store, database) = try Self.prepare(root, fileSystem, wal: wal)
+                let (store, database) = try Self.prepare(root, fileSystem, wal: wal, freshJournal: freshJournal)
                 fileSystem.arm(crashAt: step)
                 _ = try? Self.transaction(database)
-                let context = "\(wal ? "WAL" : "rollback journal"), \(mode), power cut at step \(step) of \(steps)"
+                let context = "\(wal ? "WAL" : freshJournal ? "rollback journal, created" : "rollback journal, kept"), \(mode), power cut at step \(step) of \(steps)"
                 guard fileSystem.hasCrashed else {
                     Issue.record("\(context): no crash")
                     continue
@@ -74,10 +84,10 @@ struct SQLitePowerCutTests {
                 reopened.close()
             }
         }
-        print("SQLITE-POWER-CUTS \(wal ? "WAL" : "rollback journal"): \(steps) steps x \(PowerCutTests.modes.count) modes: \(outcomes.old) rolled back, \(outcomes.new) committed, integrity_check ok every time")
+        print("SQLITE-POWER-CUTS \(wal ? "WAL" : freshJournal ? "rollback journal, created" : "rollback journal, kept"): \(steps) steps x \(PowerCutTests.modes.count) modes: \(outcomes.old) rolled back, \(outcomes.new) committed, integrity_check ok every time")
         #expect(outcomes.old > 0)
         // WAL commits once the commit frame is synced, before the last calls; in rollback-journal mode the commit
-        // is the journal's removal made durable, the last call of all, so a cut at any call rolls back.
+        // is the journal's removal (or emptying) made durable, the last call of all, so a cut at any call rolls back.
         if wal { #expect(outcomes.new > 0) }
     }
 }

@@ -239,6 +239,18 @@ struct CommittedFile {
         }
     }
 
+    /// Commits a length of zero with one header, durable on return, leaving the allocation
+    /// (and the records on disk) as they are: the file is not at rest, which a reader accepts
+    /// (Keys/file-format.md §8.2, "Emptying in place"), and the next growth commit brings it back to rest. The
+    /// header alone commits: no record is needed by a length of zero, and whatever was written
+    /// past the committed length since the last commit is dropped with it.
+    mutating func empty(keys: FileKeys) throws(DataProtectionError) {
+        try writeHeader(length: 0, allocated: header.allocatedRecords, keys: keys)
+        try synchronize()
+        unsyncedWrites = false
+        allocatedAhead = false
+    }
+
     /// Writes `journal` at `path`, durably (file and directory), before the overwrites it
     /// protects: torn records are repaired from it.
     private func writeJournal(_ journal: FileJournal, at path: FilePath, keys: FileKeys) throws(DataProtectionError) {

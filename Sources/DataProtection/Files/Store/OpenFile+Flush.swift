@@ -96,6 +96,23 @@ extension OpenFile {
         }
     }
 
+    /// Sets the size to zero with one durable header and keeps the records allocated, so that
+    /// the next growth within the allocation needs no allocating header (Keys/file-format.md
+    /// §8.2, "Emptying in place"). A truncation to zero cuts the file instead, in three ordered steps; this is for a
+    /// file refilled soon after (SQLite's rollback journal between transactions).
+    func empty() throws(DataProtectionError) {
+        try lock.locked { () throws(DataProtectionError) in
+            let keys = try requireKeys()
+            forgetReads()
+            wipeCache()
+            size = 0
+            guard header.length != 0 || recordedLength != 0 || disk.unsynced else { return }
+            try disk.requireGenerationsLeft()
+            recordedLength = 0
+            try disk.empty(keys: keys)
+        }
+    }
+
     /// Refuses, before anything changes, a size of `offset + count` past the format's maximum
     /// (`invalidArgument`) or a growth the file system cannot hold (`ioFailure`: every chunk
     /// of the gap is written, sealed zeros): a caller's number never aborts the process, and a

@@ -153,6 +153,19 @@ public final class ProtectedFileHandle: Sendable {
         }
     }
 
+    /// Empties the file (size zero, durable on return) and moves the offset to 0, keeping its
+    /// space on disk for the next growth: one header and one `fsync`, where
+    /// ``truncate(atOffset:)`` to zero cuts the file in three ordered steps and a regrowth
+    /// allocates again. For a file refilled soon after: SQLite's rollback journal, which the
+    /// database layer keeps between transactions.
+    package func empty() throws(DataProtectionError) {
+        try advancing { _ throws(DataProtectionError) -> ((), UInt64) in
+            try requireWritable()
+            try file.empty()
+            return ((), 0)
+        }
+    }
+
     /// Makes everything written through the file so far durable.
     public func synchronize() throws(DataProtectionError) {
         try requireOpen()
