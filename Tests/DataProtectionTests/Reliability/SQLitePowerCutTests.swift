@@ -54,7 +54,7 @@ struct SQLitePowerCutTests {
         #expect(try database.query("SELECT count(*) FROM t").first?.values == [.integer(41)])
         database.close()
         withExtendedLifetime(store) {}
-        #expect(steps > 10, "the commit makes many mutating calls")
+        #expect(steps > 5, "the commit makes many mutating calls")
 
         var outcomes = (old: 0, new: 0)
         for mode in PowerCutTests.modes {

@@ -40,6 +40,21 @@ struct CommittedFile {
     private var unsyncedWrites = false
     /// Removed from the store while open: nothing is written at any path any more.
     private(set) var unlinked = false
+    /// The journal file, kept open from the first overwrite until the file closes, moves or is
+    /// unlinked: each overwrite commit rewrites it in place (no file created, no directory
+    /// `fsync`, no unlink per commit). Between commits it holds the last commit's journal,
+    /// which a reader recognises as committed or stale (Keys/file-format.md §9.2).
+    private var journal: KeptJournal?
+
+    /// The descriptor of a kept journal file and what it holds.
+    private struct KeptJournal {
+        let descriptor: FileDescriptor
+        /// Its size (a shorter journal is written over a longer one and the file cut to it).
+        var size: Int
+        /// A commit needs it: from the instant it is durable until that commit (or its
+        /// recovery) has finished. A needed journal is never removed.
+        var needed: Bool
+    }
 
     init(file: DataFileDescriptor, header: FileHeader, slot: Int, slotMAC: Data) {
         self.file = file
@@ -77,19 +92,25 @@ struct CommittedFile {
 
     // MARK: - Place and lifetime
 
-    /// Follows a rename made through the store.
+    /// Follows a rename made through the store (which moved a journal left at the old path
+    /// along, or removed it).
     mutating func moved(to path: FilePath) {
+        closeJournal()
         file = file.moved(to: path)
     }
 
-    /// The file was removed from the store (or replaced by another) while open.
+    /// The file was removed from the store (or replaced by another) while open. The store
+    /// removed the journal at its path; the path may name another file by now.
     mutating func markUnlinked() {
+        closeJournal()
         unlinked = true
     }
 
     /// Takes `replacement` (a new on-disk file with `header`, its only slot 0, sealed
     /// with `keys`) in place of the current file, which is closed.
     mutating func replace(with replacement: DataFileDescriptor, header: FileHeader, keys: FileKeys) {
+        // The old file's journal, if one is left, belongs to another file id: no reader applies it.
+        closeJournal()
         file.close()
         file = replacement
         self.header = header
@@ -99,8 +120,21 @@ struct CommittedFile {
         unsyncedWrites = false
     }
 
-    func close() {
+    /// Closes the descriptors. With `removingJournal`, a journal left at the file's path by its
+    /// last commit goes too (never one a commit still needs, nor at the path of an unlinked file).
+    mutating func close(removingJournal: Bool = false) {
+        let path = Self.journalPath(for: file.path)
+        let remove = removingJournal && !unlinked && journal.map { !$0.needed } == true
+        closeJournal()
+        if remove { try? file.fileSystem.removeFile(at: path) }
         file.close()
+    }
+
+    /// Closes the kept journal's descriptor (the file stays where it is).
+    private mutating func closeJournal() {
+        guard let kept = journal else { return }
+        journal = nil
+        try? file.fileSystem.close(kept.descriptor, path: Self.journalPath(for: file.path))
     }
 
     // MARK: - Recovery
@@ -108,6 +142,7 @@ struct CommittedFile {
     /// Replays a complete journal, discards a torn one, and checks that the physical size
     /// fits the committed length.
     mutating func recover(keys: FileKeys) throws(DataProtectionError) {
+        closeJournal()  // the journal is read from its path, and removed once settled
         let journalPath = Self.journalPath(for: file.path)
         if !unlinked,
            let data = try file.fileSystem.readFile(at: journalPath, limit: FileJournal.maximumByteCount(recordStride: header.recordStride)) {
@@ -232,7 +267,9 @@ struct CommittedFile {
             // The new state before the journal goes.
             if durable || journalDurable { try synchronize() }
             unsyncedWrites = !durable
-            if journalDurable { try file.fileSystem.removeFile(at: journalPath) }
+            // The journal stays, for the next commit to write over: it is this commit's now,
+            // which a reader redoes harmlessly or ignores (§9.2). It goes when the file closes.
+            journal?.needed = false
         } catch {
             if journalDurable { try? recover(keys: keys) }
             throw error
@@ -251,29 +288,43 @@ struct CommittedFile {
         allocatedAhead = false
     }
 
-    /// Writes `journal` at `path`, durably (file and directory), before the overwrites it
-    /// protects: torn records are repaired from it.
-    private func writeJournal(_ journal: FileJournal, at path: FilePath, keys: FileKeys) throws(DataProtectionError) {
+    /// Writes `contents` at `path`, durably, before the overwrites it protects: torn records
+    /// are repaired from it. The first journal of an open file is created (and its directory
+    /// `fsync`ed); later ones are written over it in place, the file cut to the new size, and
+    /// `fsync`ed. Until that `fsync` returns no record of this commit is written, so a crash
+    /// in between leaves the previous commit whole, and beside it a journal that is torn (a
+    /// MAC over the whole file) or the previous one (§9.2).
+    private mutating func writeJournal(_ contents: FileJournal, at path: FilePath, keys: FileKeys) throws(DataProtectionError) {
         let fileSystem = file.fileSystem
+        let encoded = contents.encoded(macKey: keys.macKey)
+        if let kept = journal {
+            do throws(DataProtectionError) {
+                journal?.needed = true  // torn from here on: removed on failure, never left for a later close to keep
+                try fileSystem.write([.data(encoded)], to: kept.descriptor, at: 0, path: path)
+                if kept.size > encoded.count { try fileSystem.resize(kept.descriptor, to: Int64(encoded.count), path: path) }
+                try fileSystem.synchronize(kept.descriptor, path: path)
+                journal?.size = encoded.count
+                return
+            } catch {
+                closeJournal()
+                try? fileSystem.removeFile(at: path)
+                throw error
+            }
+        }
         try fileSystem.removeFile(at: path)
         let descriptor = try fileSystem.createFile(at: path)
         do throws(DataProtectionError) {
-            try fileSystem.write(.data(journal.encoded(macKey: keys.macKey)), to: descriptor, path: path)
+            try fileSystem.write(.data(encoded), to: descriptor, path: path)
             try fileSystem.synchronize(descriptor, path: path)
+            try fileSystem.synchronizeDirectory(at: path.removingLastComponent())
         } catch {
+            // Closed once, whatever close(2) reports: it releases the descriptor even when it fails, and a
+            // second close would close whatever another thread opened under the same number meanwhile.
             try? fileSystem.close(descriptor, path: path)
             try? fileSystem.removeFile(at: path)
             throw error
         }
-        // Closed once, whatever close(2) reports: it releases the descriptor even when it fails, and a
-        // second close would close whatever another thread opened under the same number meanwhile.
-        do throws(DataProtectionError) {
-            try fileSystem.close(descriptor, path: path)
-        } catch {
-            try? fileSystem.removeFile(at: path)
-            throw error
-        }
-        try fileSystem.synchronizeDirectory(at: path.removingLastComponent())
+        journal = KeptJournal(descriptor: descriptor, size: encoded.count, needed: true)
     }
 
     /// Makes everything written so far durable (a durable flush with nothing left to seal).

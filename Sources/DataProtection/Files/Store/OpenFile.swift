@@ -368,8 +368,9 @@ final class OpenFile: @unchecked Sendable {
         }
     }
 
-    /// Closes the file: flushes (durably) unless `flushing` is false (a crash) or the file was
-    /// unlinked (its content goes with it), then wipes everything.
+    /// Closes the file: flushes (durably) unless `flushing` is false (a crash, which leaves
+    /// the disk as it is) or the file was unlinked (its content goes with it), removes the
+    /// journal its last commit left, then wipes everything.
     func close(flushing: Bool) throws(DataProtectionError) {
         try lock.locked { () throws(DataProtectionError) in
             guard !closed else { return }
@@ -378,7 +379,7 @@ final class OpenFile: @unchecked Sendable {
                 releaseBuffers()
                 keys?.wipe()
                 keys = nil
-                disk.close()
+                disk.close(removingJournal: flushing)
             }
             if flushing, !disk.unlinked, let keys {
                 try flushLocked(durable: true, keys: keys)
