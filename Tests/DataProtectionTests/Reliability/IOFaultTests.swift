@@ -54,6 +54,13 @@ struct IOFaultTests {
             try handle.write(contentsOf: patternBytes(60_000, seed: 4), atOffset: 10_000)
             try handle.synchronize()
         }),
+        // Two overwriting commits through one handle: the second's journal is written over the
+        // first's, kept open between them, and is shorter (the journal file is cut).
+        Operation(name: "handle: two overwrites, the second journal over the first", run: { _, handle in
+            try twoOverwrites(handle)
+        }, complete: { handle in
+            try twoOverwrites(handle)
+        }, intermediate: twoOverwritesFirst(), acknowledged: [twoOverwritesFirst()]),
         // Appends past a full cache (70 chunks after the 3 committed): a deferred append (records
         // in place, the old last partial chunk kept cached, no commit), then the commit at synchronize.
         Operation(name: "handle: long append, synchronize", run: { _, handle in
@@ -107,6 +114,21 @@ struct IOFaultTests {
             try store.device.changePasscode(from: passcode, to: newPasscode)
         }, changesFiles: false),
     ]
+
+    /// Overwrites all of `/a.txt` (three chunks), synchronizes, then 1,000 bytes inside its
+    /// chunk 1, synchronizes.
+    static func twoOverwrites(_ handle: ProtectedFileHandle) throws {
+        try handle.write(contentsOf: patternBytes(aText.count, seed: 20), atOffset: 0)
+        try handle.synchronize()
+        try handle.write(contentsOf: patternBytes(1_000, seed: 21), atOffset: 20_000)
+        try handle.synchronize()
+    }
+
+    /// `/a.txt` after the first commit of ``twoOverwrites(_:)`` (as a snapshot item).
+    static func twoOverwritesFirst() -> [String: String] {
+        let content = patternBytes(aText.count, seed: 20)
+        return ["/a.txt": "file C \(content.count) \(StoreSnapshot.digest(content))"]
+    }
 
     static let longAppendPieces = 57
 
