@@ -18,8 +18,9 @@ package struct FileJournal: Sendable {
     }
 
     /// The most entries a journal may hold (`Keys/file-format.md` §9.1). The reference writer
-    /// writes at most 130: a flush overwrites the committed chunks of its cache (at most 96)
-    /// or of one direct write (64 with the cache's 65), and the old last partial chunk.
+    /// writes at most 138: a flush overwrites the committed chunks of its cache (at most 96)
+    /// or of one direct write (64 with the cache's 65), and the old last partial chunk; a
+    /// journaled growth adds at most ``OpenFile/journaledGrowthLimit`` new records.
     static let maximumEntries = 256
 
     /// The most bytes a journal for records of `recordStride` bytes can take (any chunk

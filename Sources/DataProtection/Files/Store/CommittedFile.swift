@@ -211,8 +211,10 @@ struct CommittedFile {
         unsyncedWrites = true
     }
 
-    /// Step 3: commits `length` with `overwrites` (records replacing committed ones) and
-    /// `allocated` records (for a shrink, one more than `length` needs until its truncation).
+    /// Step 3: commits `length` with `overwrites` (records replacing committed ones, and for a
+    /// journaled growth the new records too) and `allocated` records (for a shrink, one more
+    /// than `length` needs until its truncation). `appendedInPlace`: records past the committed
+    /// end were written before the commit (step 2), to be made durable before the journal.
     /// A growth commits the file at rest: what an append allocated ahead, or a crash left
     /// past the end, is cut first. With `durable`, everything is `fsync`ed before it returns.
     ///
@@ -220,7 +222,8 @@ struct CommittedFile {
     /// is finished from the journal at once (as the next open would), so that no torn record
     /// is ever read in this process.
     mutating func commit(
-        overwrites: [FileJournal.Entry], length newLength: UInt64, allocated: UInt64, durable: Bool, keys: FileKeys
+        overwrites: [FileJournal.Entry], length newLength: UInt64, allocated: UInt64, appendedInPlace: Bool = true,
+        durable: Bool, keys: FileKeys
     ) throws(DataProtectionError) {
         assert(overwrites.count <= FileJournal.maximumEntries, "a journal no reader would accept")
         let oldLength = header.length
@@ -239,7 +242,7 @@ struct CommittedFile {
                     // The journal, once durable, commits the new length when replayed: the records
                     // past the old end must be durable before it, or a power cut could keep the
                     // journal and lose them.
-                    if newCount > oldCount { try file.synchronize() }
+                    if newCount > oldCount && appendedInPlace { try file.synchronize() }
                     let journal = FileJournal(fileID: header.fileID, baseGeneration: header.generation, length: newLength,
                                               allocatedRecords: committedAllocation, entries: overwrites)
                     try writeJournal(journal, at: journalPath, keys: keys)

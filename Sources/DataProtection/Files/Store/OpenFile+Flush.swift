@@ -134,6 +134,10 @@ extension OpenFile {
         }
     }
 
+    /// A growth by at most this many records goes through the journal when it needs one anyway
+    /// or would need an allocating header (each record is then written twice).
+    static let journaledGrowthLimit = 8
+
     /// Growths of at least this many records (64 MiB of 16 KiB chunks) check the free space first.
     static let spaceCheckRecords: UInt64 = 4096
 
@@ -210,7 +214,16 @@ extension OpenFile {
         // A shrink is in flight until its `ftruncate` is done: it allocates one record more than the
         // new length needs, so a crash before the truncation leaves a file the reader tolerates.
         var allocated = max(header.allocatedRecords, newLength < oldLength ? newCount + 1 : newCount)
-        if allocated > header.allocatedRecords {
+        let appended = indices.count { $0 >= oldCount } + tail.count
+        // A small growth that needs a journal anyway (it changes committed chunks) or an
+        // allocating header puts its new records in the journal too, and writes them in place
+        // only once the journal is durable: no allocating header, no `fsync` of the records
+        // before the journal (Keys/file-format.md §8.2, "Journaled growth"). Not with records of
+        // an earlier deferred append on disk, which the journal's length would commit.
+        let journaledGrowth = !deferred && !disk.unlinked && appended > 0 && appended <= Self.journaledGrowthLimit
+            && recordedLength == oldLength && !disk.allocatedAhead
+            && (!committedChanges.isEmpty || allocated > header.allocatedRecords)
+        if allocated > header.allocatedRecords && !journaledGrowth {
             if deferred {
                 // Ahead: appends go on, and each allocation costs an ordering `fsync`.
                 allocated = min(header.maximumRecords, max(allocated, header.allocatedRecords * 2))
@@ -242,10 +255,9 @@ extension OpenFile {
             guard runBytes > 0 else { return }
             try disk.writeRecords(run, byteCount: runBytes, from: runStart)
         }
-        let appended = indices.count { $0 >= oldCount } + tail.count
         func process(_ index: UInt64) throws(DataProtectionError) {
             let length = header.chunkLength(index, length: newLength)
-            if index < oldCount {
+            if index < oldCount || journaledGrowth {
                 var record = Data(count: length + ChunkRecords.overhead)
                 try seal(index, length: length, into: &record, at: 0)
                 overwrites.append(FileJournal.Entry(index: index, record: record))
@@ -291,7 +303,8 @@ extension OpenFile {
             return
         }
         do throws(DataProtectionError) {
-            try disk.commit(overwrites: overwrites, length: newLength, allocated: allocated, durable: durable, keys: keys)
+            try disk.commit(overwrites: overwrites, length: newLength, allocated: allocated, appendedInPlace: !journaledGrowth,
+                            durable: durable, keys: keys)
         } catch {
             // The commit may have been finished from its journal: what was read before is not trusted.
             forgetReads()

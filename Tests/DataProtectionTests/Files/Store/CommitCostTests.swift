@@ -1,0 +1,66 @@
+import Foundation
+import Testing
+@testable import DataProtection
+
+/// What a commit through a handle costs on disk, in `fsync`s and journal files: the kept
+/// journal (created once per open file, written over in place by later commits) and the
+/// journaled growth (a small growth that changes a committed chunk goes through the journal
+/// whole: no allocating header, no `fsync` of its records before the journal).
+@Suite struct CommitCostTests {
+    typealias CountingFileSystem = DeferredAppendTests.CountingFileSystem
+
+    /// A store on a counting file system with `/f` (three full chunks and 1,000 bytes) and a
+    /// handle on it that has made one overwriting commit already (its journal file exists).
+    static func prepare(_ root: URL) throws -> (CountingFileSystem, ProtectedStore, ProtectedFileHandle, Data) {
+        let fileSystem = CountingFileSystem()
+        let store = try ScratchStore.unlocked(at: root, on: fileSystem, passcode: "1234")
+        var content = patternBytes(3 * 16_384 + 1_000, seed: 1)
+        try store.write(content, to: "/f")
+        let handle = try store.openFile(atPath: "/f")
+        try handle.write(contentsOf: Data(repeating: 1, count: 10), atOffset: 100)
+        try handle.synchronize()
+        content.replaceSubrange(100..<110, with: Data(repeating: 1, count: 10))
+        return (fileSystem, store, handle, content)
+    }
+
+    @Test("an overwrite commit after the first: two fsyncs, the journal file written over, none created")
+    func overwriteReusesTheJournal() throws {
+        try withScratchDirectory { root in
+            let (fileSystem, store, handle, prepared) = try Self.prepare(root)
+            var content = prepared
+            let journals = fileSystem.journals, syncs = fileSystem.syncs
+            for round in 0..<3 {
+                let patch = patternBytes(3_000, seed: UInt64(10 + round))
+                try handle.write(contentsOf: patch, atOffset: UInt64(5_000 + round * 16_384))
+                try handle.synchronize()
+                content.replaceSubrange(5_000 + round * 16_384..<8_000 + round * 16_384, with: patch)
+            }
+            #expect(fileSystem.journals == journals, "no journal file created")
+            #expect(fileSystem.syncs - syncs == 3 * 2, "the journal's fsync and the file's, per commit")
+            try handle.close()
+            #expect(try store.contents(atPath: "/f") == content)
+            let names = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("files").path)
+            #expect(!names.contains { $0.hasSuffix(FileJournal.suffix) }, "the journal goes when the file closes: \(names)")
+        }
+    }
+
+    @Test("a small growth that changes a committed chunk: through the journal whole, two fsyncs, the file at rest")
+    func smallGrowthIsJournaled() throws {
+        try withScratchDirectory { root in
+            let (fileSystem, store, handle, prepared) = try Self.prepare(root)
+            var content = prepared
+            let syncs = fileSystem.syncs
+            // Regrows the last partial chunk (committed) and appends two more: no allocating header.
+            let tail = patternBytes(20_000, seed: 2)
+            try handle.write(contentsOf: tail, atOffset: UInt64(content.count))
+            try handle.synchronize()
+            content.append(tail)
+            #expect(fileSystem.syncs - syncs == 2, "the journal's fsync and the file's")
+            try handle.close()
+            // The store's largest file is /f's.
+            let size = fileSystem.dataFiles.compactMap { try? FileManager.default.attributesOfItem(atPath: $0)[.size] as? Int }.max()
+            #expect(size == DeferredAppendTests.physicalSize(content.count), "at rest: exactly the committed records")
+            #expect(try store.contents(atPath: "/f") == content)
+        }
+    }
+}
