@@ -15,4 +15,75 @@ typedef struct DPSQLiteFile {
 static inline sqlite3_destructor_type dp_sqlite_transient(void) {
     return SQLITE_TRANSIENT;
 }
+/* A zeroing allocator for SQLite (SQLITE_CONFIG_MALLOC): every block SQLite frees,
+   or leaves behind when it grows one, is wiped before it goes back to the heap, so the
+   plaintext of pages, rows and statements does not outlive its use in freed memory.
+   Each block carries its size in a 16-byte prefix (which keeps malloc's alignment).
+   Installed by SQLiteBridge before SQLite initialises; only SQLiteBridge uses it. */
+#include <stdlib.h>
+#include <string.h>
+
+#define DP_SQLITE_PREFIX 16
+
+/* Called, when set, with every block just wiped and about to be freed (tests check it). */
+static void (*dp_sqlite_free_observer)(const void *block, long long size) = 0;
+
+static void dp_sqlite_wipe(void *block, size_t size) {
+#if defined(__APPLE__)
+    memset_s(block, size, 0, size);
+#else
+    explicit_bzero(block, size);
+#endif
+}
+
+static void *dp_sqlite_malloc(int size) {
+    if (size <= 0) return 0;
+    char *block = (char *)malloc((size_t)size + DP_SQLITE_PREFIX);
+    if (!block) return 0;
+    *(sqlite3_int64 *)block = size;
+    return block + DP_SQLITE_PREFIX;
+}
+
+static int dp_sqlite_size(void *pointer) {
+    return pointer ? (int)*(sqlite3_int64 *)((char *)pointer - DP_SQLITE_PREFIX) : 0;
+}
+
+static void dp_sqlite_free(void *pointer) {
+    if (!pointer) return;
+    char *block = (char *)pointer - DP_SQLITE_PREFIX;
+    size_t size = (size_t)*(sqlite3_int64 *)block;
+    dp_sqlite_wipe(block, size + DP_SQLITE_PREFIX);
+    if (dp_sqlite_free_observer) dp_sqlite_free_observer(block, (long long)(size + DP_SQLITE_PREFIX));
+    free(block);
+}
+
+/* A new block, the old one copied and then wiped: realloc(3) could leave the old
+   block's bytes in freed memory. */
+static void *dp_sqlite_realloc(void *pointer, int size) {
+    if (!pointer) return dp_sqlite_malloc(size);
+    void *grown = dp_sqlite_malloc(size);
+    if (!grown) return 0;
+    int old = dp_sqlite_size(pointer);
+    memcpy(grown, pointer, (size_t)(old < size ? old : size));
+    dp_sqlite_free(pointer);
+    return grown;
+}
+
+static int dp_sqlite_roundup(int size) { return (size + 7) & ~7; }
+static int dp_sqlite_mem_init(void *unused) { (void)unused; return SQLITE_OK; }
+static void dp_sqlite_mem_shutdown(void *unused) { (void)unused; }
+
+/* Installs the zeroing allocator; SQLITE_MISUSE once SQLite is initialised (by anyone in
+   the process). sqlite3_config is variadic, which Swift cannot call. */
+static inline int dp_sqlite_install_wiping_allocator(void) {
+    static const sqlite3_mem_methods methods = {
+        dp_sqlite_malloc, dp_sqlite_free, dp_sqlite_realloc, dp_sqlite_size,
+        dp_sqlite_roundup, dp_sqlite_mem_init, dp_sqlite_mem_shutdown, 0
+    };
+    return sqlite3_config(SQLITE_CONFIG_MALLOC, &methods);
+}
+
+static inline void dp_sqlite_set_free_observer(void (*observer)(const void *block, long long size)) {
+    dp_sqlite_free_observer = observer;
+}
 #endif

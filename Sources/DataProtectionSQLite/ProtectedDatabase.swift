@@ -42,6 +42,8 @@ public final class ProtectedDatabase: Sendable {
     /// Reached only under `serial`: that lock, not the type system, makes this class Sendable.
     nonisolated(unsafe) private let sqlite: SQLiteConnection
     private let serial = Locked(())
+    /// Releases the page cache when the device locks.
+    private let observation = Locked<DeviceObservation?>(nil)
 
     /// Opens the database at `path` in `store`.
     ///
@@ -85,6 +87,23 @@ public final class ProtectedDatabase: Sendable {
             close()
             throw error
         }
+        // SQLite's page cache holds decrypted pages; at the lock it goes (wiped by the zeroing
+        // allocator), off the locking thread: a statement may hold the connection meanwhile.
+        let token = store.device.addObserver { [weak self] notification in
+            guard notification == .protectedDataWillBecomeUnavailable, let self else { return }
+            DispatchQueue.global(qos: .utility).async { [weak self] in self?.releaseMemory() }
+        }
+        observation.withLock { $0 = token }
+    }
+
+    /// The bytes SQLite's page cache holds for this connection: decrypted pages, in SQLite's
+    /// own memory. Released (and wiped) when the device locks and by ``releaseMemory()``.
+    public var cachedBytes: Int { withConnection { $0.cachedBytes } }
+
+    /// Frees the pages SQLite caches for this connection outside a transaction, wiping them.
+    /// Called by itself shortly after the device locks.
+    public func releaseMemory() {
+        _ = withConnection { $0.releaseMemory() }
     }
 
     /// A `file:` URI that opens the database at `path` in `store` through its VFS, for
@@ -155,6 +174,7 @@ public final class ProtectedDatabase: Sendable {
     /// Closes the connection (an open transaction is rolled back); later calls throw
     /// `handleClosed`. Closing twice is harmless.
     public func close() {
+        observation.withLock { $0?.cancel(); $0 = nil }
         withConnection { $0.close() }
     }
 

@@ -31,10 +31,27 @@ public final class SQLiteConnection {
 
     deinit { close() }
 
-    /// Prepares SQLite once per process (idempotent).
+    /// Prepares SQLite once per process (idempotent): installs the zeroing allocator first
+    /// when SQLite is not yet initialised, then initialises it.
     static func initializeLibrary() throws(SQLiteError) {
+        _ = wipingAllocatorInstalled
         let status = sqlite3_initialize()
         guard status == SQLITE_OK else { throw SQLiteError(code: status, message: String(cString: sqlite3_errstr(status))) }
+    }
+
+    /// Whether SQLite wipes every block of memory it frees in this process (a zeroing
+    /// allocator: page cache, rows, statements). Installed by the first use of this module,
+    /// which must come before anything else in the process initialises SQLite (opening any
+    /// database, with GRDB or otherwise); false if something did.
+    public static var freedMemoryIsWiped: Bool { wipingAllocatorInstalled }
+
+    private static let wipingAllocatorInstalled: Bool = dp_sqlite_install_wiping_allocator() == SQLITE_OK
+
+    /// Sets the C function the zeroing allocator calls with every block it has wiped, for
+    /// ``SQLiteFreedMemoryAudit``. Here, in the file that installs the allocator: each Swift file
+    /// compiled apart has its own copy of the shim's static functions and variables.
+    static func observeFreedBlocks(_ observer: (@convention(c) (UnsafeRawPointer?, Int64) -> Void)?) {
+        dp_sqlite_set_free_observer(observer)
     }
 
     /// SQLite's version, as `sqlite3_libversion()` gives it.
@@ -47,6 +64,30 @@ public final class SQLiteConnection {
         SQLiteStorageErrorSlot.clear()
         sqlite3_close_v2(handle)
         SQLiteStorageErrorSlot.clear()
+    }
+
+    /// Frees what the connection's page cache holds outside a transaction (through the zeroing
+    /// allocator: wiped), and returns how many bytes that was.
+    @discardableResult
+    public func releaseMemory() -> Int {
+        guard let handle else { return 0 }
+        let before = cachedBytes
+        sqlite3_db_release_memory(handle)
+        return max(0, before - cachedBytes)
+    }
+
+    /// The bytes of the connection's page cache (`SQLITE_DBSTATUS_CACHE_USED`).
+    public var cachedBytes: Int {
+        guard let handle else { return 0 }
+        return Self.cachedBytes(ofConnection: handle)
+    }
+
+    /// The bytes of the page cache of a connection another library opened (GRDB's
+    /// `Database.sqliteConnection`), on the thread that may use it.
+    public static func cachedBytes(ofConnection handle: OpaquePointer) -> Int {
+        var current: Int32 = 0, highest: Int32 = 0
+        sqlite3_db_status(handle, SQLITE_DBSTATUS_CACHE_USED, &current, &highest, 0)
+        return Int(current)
     }
 
     /// Whether the connection is closed.

@@ -2,6 +2,7 @@ import DataProtection
 import DataProtectionGRDB
 import Foundation
 import GRDB
+import SQLiteBridge
 import Testing
 
 /// A small GRDB app on a protected database: records, migrations, observation; then the
@@ -50,6 +51,24 @@ import Testing
             let players = try queue.read { db in try Player.order(Column("name")).fetchAll(db) }
             #expect(players.map(\.name) == ["Arthur", "Barbara"])
             #expect(try queue.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") } == "ok")
+            try queue.close()
+        }
+    }
+
+    @Test("the queue's page cache (decrypted pages in SQLite's memory) is released when the device locks")
+    func queueReleasesItsCacheAtTheLock() throws {
+        try withDatabaseStore { fixture in
+            let queue = try DatabaseQueue(protectedAtPath: "cache.sqlite", in: fixture.store, protection: .complete)
+            try queue.write { db in
+                try db.execute(sql: "CREATE TABLE t(x TEXT); WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 2000) INSERT INTO t SELECT 'needle-' || n FROM c")
+            }
+            func cached() -> Int { queue.inDatabase { db in SQLiteConnection.cachedBytes(ofConnection: db.sqliteConnection!) } }
+            let before = cached()
+            #expect(before > 20_000, "pages cached: \(before) bytes")
+            fixture.device.lock()
+            let deadline = Date().addingTimeInterval(10)
+            while cached() >= before / 4, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+            #expect(cached() < before / 4, "after the lock: \(cached()) of \(before) bytes still cached")
             try queue.close()
         }
     }
