@@ -74,13 +74,22 @@ static int dp_sqlite_mem_init(void *unused) { (void)unused; return SQLITE_OK; }
 static void dp_sqlite_mem_shutdown(void *unused) { (void)unused; }
 
 /* Installs the zeroing allocator; SQLITE_MISUSE once SQLite is initialised (by anyone in
-   the process). sqlite3_config is variadic, which Swift cannot call. */
+   the process). sqlite3_config is variadic, which Swift cannot call. Two defaults that keep
+   freed plaintext out of the allocator's reach go too: the page cache's bulk block (SQLite
+   allocates room for 20 pages per connection up front and returns released pages to it
+   unwiped, until the connection closes) and lookaside memory (per-connection slots for small
+   objects, reused unwiped): every page and small object is then its own block, wiped when
+   freed. */
 static inline int dp_sqlite_install_wiping_allocator(void) {
     static const sqlite3_mem_methods methods = {
         dp_sqlite_malloc, dp_sqlite_free, dp_sqlite_realloc, dp_sqlite_size,
         dp_sqlite_roundup, dp_sqlite_mem_init, dp_sqlite_mem_shutdown, 0
     };
-    return sqlite3_config(SQLITE_CONFIG_MALLOC, &methods);
+    int status = sqlite3_config(SQLITE_CONFIG_MALLOC, &methods);
+    if (status != SQLITE_OK) return status;
+    status = sqlite3_config(SQLITE_CONFIG_PAGECACHE, (void *)0, 0, 0);
+    if (status != SQLITE_OK) return status;
+    return sqlite3_config(SQLITE_CONFIG_LOOKASIDE, 0, 0);
 }
 
 static inline void dp_sqlite_set_free_observer(void (*observer)(const void *block, long long size)) {
