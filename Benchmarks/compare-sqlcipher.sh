@@ -4,22 +4,25 @@
 # with the same pragmas (synchronous=FULL; rollback journal, then WAL), and prints each
 # part's rate and its ratio to plain SQLite (> 1: faster than plain).
 #
-#   Benchmarks/compare-sqlcipher.sh [--scale N] [--dir DIR]
+#   Benchmarks/compare-sqlcipher.sh [--scale N] [--rounds N] [--dir DIR]
 #
 # The parts: 100,000 inserts in transactions of 1,000; 10,000 autocommit inserts (each
 # one fsynced); 100,000 point selects by primary key. Each is one script, run by one
 # process of each tool, parsed statement by statement by each tool alike. --scale N
-# divides the counts. Needs sqlite3 and sqlcipher (Debian: apt-get install sqlite3
-# sqlcipher) and a release dpctl (built here if missing).
+# divides the counts. --rounds N (default 3) runs every tool N times on fresh databases,
+# the tools' order rotating each round, and prints medians. Needs sqlite3 and sqlcipher
+# (Debian: apt-get install sqlite3 sqlcipher) and a release dpctl (built here if missing).
 set -euo pipefail
 
 scale=1
+rounds=3
 dir=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --scale) scale="$2"; shift 2 ;;
+        --rounds) rounds="$2"; shift 2 ;;
         --dir) dir="$2"; shift 2 ;;
-        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
         *) echo "unknown option: $1" >&2; exit 2 ;;
     esac
 done
@@ -60,35 +63,46 @@ with open(f"{work}/select.sql", "w") as f:
 PY
 
 now() { date +%s.%N; }
-# run <tool> <mode> <part>: seconds for one script.
+# run <tool> <mode> <part> <round>: seconds for one script (each round on its own databases).
 run() {
-    local tool="$1" mode="$2" part="$3" start end
+    local tool="$1" mode="$2" part="$3" round="$4" start end
     local pragmas="PRAGMA synchronous=FULL; PRAGMA journal_mode=$mode;"
     sync
     start=$(now)
     case "$tool" in
-        sqlite3) { echo "$pragmas"; cat "$work/$part.sql"; } | sqlite3 "$work/plain-$mode.db" >/dev/null ;;
-        sqlcipher) { echo "PRAGMA key='benchmark passphrase'; $pragmas"; cat "$work/$part.sql"; } | sqlcipher "$work/cipher-$mode.db" >/dev/null ;;
+        sqlite3) { echo "$pragmas"; cat "$work/$part.sql"; } | sqlite3 "$work/plain-$mode-$round.db" >/dev/null ;;
+        sqlcipher) { echo "PRAGMA key='benchmark passphrase'; $pragmas"; cat "$work/$part.sql"; } | sqlcipher "$work/cipher-$mode-$round.db" >/dev/null ;;
         dpctl) { echo "$pragmas"; cat "$work/$part.sql"; } | DPCTL_STORE="$work/store" DPCTL_DEVICE="$work/device" \
-                   "$dpctl" sql "bench-$mode.db" --create --class complete >/dev/null ;;
+                   "$dpctl" sql "bench-$mode-$round.db" --create --class complete >/dev/null ;;
     esac
     end=$(now)
     python3 -c "print($end - $start)"
 }
 
 DPCTL_STORE="$work/store" DPCTL_DEVICE="$work/device" "$dpctl" init --no-passcode >/dev/null
-printf '%-34s %12s %12s %12s %10s %10s\n' "part" "sqlite3" "sqlcipher" "dpctl sql" "cipher/pl" "dpctl/pl"
+printf '%-34s %12s %12s %12s %10s %10s %10s\n' "part (medians of $rounds)" "sqlite3" "sqlcipher" "dpctl sql" "cipher/pl" "dpctl/pl" "dpctl/ciph"
+tools=(sqlite3 sqlcipher dpctl)
 for mode in delete wal; do
+    declare -A times=()
+    for round in $(seq 1 "$rounds"); do
+        for i in 0 1 2; do
+            tool=${tools[$(( (i + round) % 3 ))]}  # the order rotates: no tool always runs first
+            for part in tx auto select; do
+                times[$tool,$part]+="$(run "$tool" "$mode" "$part" "$round") "
+            done
+        done
+    done
     for part in tx auto select; do
         case "$part" in tx) count=$tx_rows; what="inserts, 1000/tx" ;; auto) count=$auto_rows; what="autocommit inserts" ;;
                         select) count=$selects; what="point selects" ;; esac
-        plain=$(run sqlite3 "$mode" "$part"); cipher=$(run sqlcipher "$mode" "$part"); ours=$(run dpctl "$mode" "$part")
-        python3 - "$mode" "$what" "$count" "$plain" "$cipher" "$ours" <<'PY'
-import sys
-mode, what, count, plain, cipher, ours = sys.argv[1], sys.argv[2], int(sys.argv[3]), *map(float, sys.argv[4:])
+        python3 - "$mode" "$what" "$count" "${times[sqlite3,$part]}" "${times[sqlcipher,$part]}" "${times[dpctl,$part]}" <<'PY'
+import statistics, sys
+mode, what, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+plain, cipher, ours = (statistics.median(map(float, arg.split())) for arg in sys.argv[4:])
 rate = lambda s: f"{count / s:,.0f}/s"
-print(f"{(what + ' (' + ('WAL' if mode == 'wal' else 'rollback') + ')'):<34} {rate(plain):>12} {rate(cipher):>12} {rate(ours):>12} {plain / cipher:>10.2f} {plain / ours:>10.2f}")
+print(f"{(what + ' (' + ('WAL' if mode == 'wal' else 'rollback') + ')'):<34} {rate(plain):>12} {rate(cipher):>12} {rate(ours):>12} {plain / cipher:>10.2f} {plain / ours:>10.2f} {cipher / ours:>10.2f}")
 PY
     done
+    unset times
 done
 echo "($(sqlite3 --version | cut -d' ' -f1) for sqlite3; sqlcipher $(sqlcipher :memory: 'PRAGMA cipher_version' 2>/dev/null || true) on SQLite $(sqlcipher :memory: 'select sqlite_version()'); $("$dpctl" --version) over SQLite $(sqlite3 :memory: 'select sqlite_version()'))"

@@ -67,18 +67,25 @@ package struct FileJournal: Sendable {
             && zip(entries, entries.dropFirst()).allSatisfy { $0.index < $1.index }  // increasing: no index twice
     }
 
-    /// The journal, or `nil` when it is torn or does not belong to this file.
+    /// The journal, or `nil` when it is torn or does not belong to this file. Bytes after its
+    /// MAC are ignored: a writer that keeps its journal file writes a shorter journal over a
+    /// longer one without cutting the file (`Keys/file-format.md` §9.1).
     package static func decode(_ data: Data, macKey: SecureBytes, fileID: Data) -> FileJournal? {
-        guard data.count > 32 else { return nil }
-        let body = Data(data.prefix(data.count - 32))
-        guard ConstantTime.equals(BLAKE2b.mac(key: macKey, [.data(body)]), Data(data.suffix(32))) else { return nil }
-        var reader = ByteReader(body, what: "journal")
+        guard let (journal, end) = parse(data), data.count >= end + 32 else { return nil }
+        let bytes = Data(data)
+        guard ConstantTime.equals(BLAKE2b.mac(key: macKey, [.data(bytes.prefix(end))]), bytes.subdata(in: end..<end + 32)),
+              journal.fileID == fileID else { return nil }
+        return journal
+    }
+
+    /// The journal's fields and the length of its body (where its MAC starts), read without
+    /// any key: unauthenticated until the MAC is checked.
+    package static func parse(_ data: Data) -> (journal: FileJournal, bodyLength: Int)? {
+        var reader = ByteReader(Data(data), what: "journal")
         do {
             try reader.expect(ascii: "DPFJ")
             guard try reader.uint8() == version else { return nil }
-            let id = try reader.bytes(16)
-            guard id == fileID else { return nil }
-            var journal = FileJournal(fileID: id, baseGeneration: try reader.uint64(), length: try reader.uint64(),
+            var journal = FileJournal(fileID: try reader.bytes(16), baseGeneration: try reader.uint64(), length: try reader.uint64(),
                                       allocatedRecords: try reader.uint64(), entries: [])
             let count = try reader.uint32()
             for _ in 0..<count {
@@ -86,8 +93,7 @@ package struct FileJournal: Sendable {
                 let size = try reader.uint32()
                 journal.entries.append(Entry(index: index, record: try reader.bytes(Int(size))))
             }
-            try reader.expectEnd()
-            return journal
+            return (journal, reader.offset)
         } catch {
             return nil
         }

@@ -49,8 +49,6 @@ struct CommittedFile {
     /// The descriptor of a kept journal file and what it holds.
     private struct KeptJournal {
         let descriptor: FileDescriptor
-        /// Its size (a shorter journal is written over a longer one and the file cut to it).
-        var size: Int
         /// A commit needs it: from the instant it is durable until that commit (or its
         /// recovery) has finished. A needed journal is never removed.
         var needed: Bool
@@ -293,10 +291,11 @@ struct CommittedFile {
 
     /// Writes `contents` at `path`, durably, before the overwrites it protects: torn records
     /// are repaired from it. The first journal of an open file is created (and its directory
-    /// `fsync`ed); later ones are written over it in place, the file cut to the new size, and
-    /// `fsync`ed. Until that `fsync` returns no record of this commit is written, so a crash
-    /// in between leaves the previous commit whole, and beside it a journal that is torn (a
-    /// MAC over the whole file) or the previous one (§9.2).
+    /// `fsync`ed); later ones are written over it in place from offset 0 and `fsync`ed, the file
+    /// not cut when the new one is shorter (a reader ignores what follows a journal's MAC, §9.1;
+    /// cutting would make the `fsync` commit a size change). Until that `fsync` returns no
+    /// record of this commit is written, so a crash in between leaves the previous commit
+    /// whole, and beside it a journal that is torn (its MAC covers it all) or the previous one (§9.2).
     private mutating func writeJournal(_ contents: FileJournal, at path: FilePath, keys: FileKeys) throws(DataProtectionError) {
         let fileSystem = file.fileSystem
         let encoded = contents.encoded(macKey: keys.macKey)
@@ -304,9 +303,7 @@ struct CommittedFile {
             do throws(DataProtectionError) {
                 journal?.needed = true  // torn from here on: removed on failure, never left for a later close to keep
                 try fileSystem.write([.data(encoded)], to: kept.descriptor, at: 0, path: path)
-                if kept.size > encoded.count { try fileSystem.resize(kept.descriptor, to: Int64(encoded.count), path: path) }
                 try fileSystem.synchronize(kept.descriptor, path: path)
-                journal?.size = encoded.count
                 return
             } catch {
                 closeJournal()
@@ -327,7 +324,7 @@ struct CommittedFile {
             try? fileSystem.removeFile(at: path)
             throw error
         }
-        journal = KeptJournal(descriptor: descriptor, size: encoded.count, needed: true)
+        journal = KeptJournal(descriptor: descriptor, needed: true)
     }
 
     /// Makes everything written so far durable (a durable flush with nothing left to seal).
