@@ -45,6 +45,9 @@ struct CommittedFile {
     /// `fsync`, no unlink per commit). Between commits it holds the last commit's journal,
     /// which a reader recognises as committed or stale (Keys/file-format.md §9.2).
     private var journal: KeptJournal?
+    /// A journal of this file's that no commit needs may lie at its path: the last commit's,
+    /// kept open, or moved along with the file by the store. Removed when the file closes.
+    private var journalLeft = false
 
     /// The descriptor of a kept journal file and what it holds.
     private struct KeptJournal {
@@ -101,6 +104,7 @@ struct CommittedFile {
     /// removed the journal at its path; the path may name another file by now.
     mutating func markUnlinked() {
         closeJournal()
+        journalLeft = false
         unlinked = true
     }
 
@@ -122,7 +126,7 @@ struct CommittedFile {
     /// last commit goes too (never one a commit still needs, nor at the path of an unlinked file).
     mutating func close(removingJournal: Bool = false) {
         let path = Self.journalPath(for: file.path)
-        let remove = removingJournal && !unlinked && journal.map { !$0.needed } == true
+        let remove = removingJournal && !unlinked && journalLeft && journal?.needed != true
         closeJournal()
         if remove { try? file.fileSystem.removeFile(at: path) }
         file.close()
@@ -141,6 +145,7 @@ struct CommittedFile {
     /// fits the committed length.
     mutating func recover(keys: FileKeys) throws(DataProtectionError) {
         closeJournal()  // the journal is read from its path, and removed once settled
+        journalLeft = false  // settled here, or needed by the next open
         let journalPath = Self.journalPath(for: file.path)
         if !unlinked,
            let data = try file.fileSystem.readFile(at: journalPath, limit: FileJournal.maximumByteCount(recordStride: header.recordStride)) {
@@ -271,6 +276,7 @@ struct CommittedFile {
             // The journal stays, for the next commit to write over: it is this commit's now,
             // which a reader redoes harmlessly or ignores (§9.2). It goes when the file closes.
             journal?.needed = false
+            journalLeft = true
         } catch {
             if journalDurable { try? recover(keys: keys) }
             throw error
@@ -307,6 +313,7 @@ struct CommittedFile {
                 return
             } catch {
                 closeJournal()
+                journalLeft = false
                 try? fileSystem.removeFile(at: path)
                 throw error
             }

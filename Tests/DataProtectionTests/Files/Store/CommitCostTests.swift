@@ -63,4 +63,24 @@ import Testing
             #expect(try store.contents(atPath: "/f") == content)
         }
     }
+
+    @Test("the journal the last commit left goes when the file closes, also after the file moved")
+    func journalGoesAtCloseAfterAMove() throws {
+        try withScratchDirectory { root in
+            let (_, store, handle, prepared) = try Self.prepare(root)
+            var content = prepared
+            try store.createDirectory(atPath: "/d")
+            try store.moveItem(atPath: "/f", toPath: "/d/g")  // the store moves the journal along
+            try handle.write(contentsOf: Data(repeating: 2, count: 10), atOffset: 200)
+            try handle.synchronize()
+            content.replaceSubrange(200..<210, with: Data(repeating: 2, count: 10))
+            try store.moveItem(atPath: "/d/g", toPath: "/h")
+            try handle.close()
+            let files = root.appendingPathComponent("files")
+            let walker = FileManager.default.enumerator(atPath: files.path)
+            let journals = (walker?.allObjects as? [String] ?? []).filter { $0.hasSuffix(FileJournal.suffix) }
+            #expect(journals.isEmpty, "journals left: \(journals)")
+            #expect(try store.contents(atPath: "/h") == content)
+        }
+    }
 }
