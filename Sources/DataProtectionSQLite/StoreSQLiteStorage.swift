@@ -75,7 +75,8 @@ final class StoreSQLiteStorage: SQLiteStorage {
                     throw error
                 }
             }
-            let handle = try store.openFile(atPath: path, mode: mode, create: request.create, protection: try ProtectionChoice(databaseClass(of: path)))
+            let handle = try store.openFile(atPath: path, mode: mode, create: request.create,
+                                            protection: try ProtectionChoice(databaseClass(of: path)))
             return StoreSQLiteFile(handle: handle, role: .journal(path, storage: self))
         case .writeAheadLog, .superJournal, .temporary:
             let handle = try store.openFile(atPath: path, mode: mode, create: request.create, protection: try ProtectionChoice(databaseClass(of: path)))

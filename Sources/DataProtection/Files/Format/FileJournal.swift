@@ -85,8 +85,8 @@ package struct FileJournal: Sendable {
         do {
             try reader.expect(ascii: "DPFJ")
             guard try reader.uint8() == version else { return nil }
-            var journal = FileJournal(fileID: try reader.bytes(16), baseGeneration: try reader.uint64(), length: try reader.uint64(),
-                                      allocatedRecords: try reader.uint64(), entries: [])
+            var journal = FileJournal(fileID: try reader.bytes(16), baseGeneration: try reader.uint64(),
+                                      length: try reader.uint64(), allocatedRecords: try reader.uint64(), entries: [])
             let count = try reader.uint32()
             for _ in 0..<count {
                 let index = try reader.uint64()

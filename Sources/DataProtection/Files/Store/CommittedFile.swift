@@ -285,9 +285,9 @@ struct CommittedFile {
 
     /// Commits a length of zero with one header, durable on return, leaving the allocation
     /// (and the records on disk) as they are: the file is not at rest, which a reader accepts
-    /// (Keys/file-format.md §8.2, "Emptying in place"), and the next growth commit brings it back to rest. The
-    /// header alone commits: no record is needed by a length of zero, and whatever was written
-    /// past the committed length since the last commit is dropped with it.
+    /// (Keys/file-format.md §8.2, "Emptying in place"), and the next growth commit brings it
+    /// back to rest. The header alone commits: no record is needed by a length of zero, and
+    /// whatever was written past the committed length since the last commit is dropped with it.
     mutating func empty(keys: FileKeys) throws(DataProtectionError) {
         try writeHeader(length: 0, allocated: header.allocatedRecords, keys: keys)
         try synchronize()

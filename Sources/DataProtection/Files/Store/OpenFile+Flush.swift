@@ -98,8 +98,9 @@ extension OpenFile {
 
     /// Sets the size to zero with one durable header and keeps the records allocated, so that
     /// the next growth within the allocation needs no allocating header (Keys/file-format.md
-    /// §8.2, "Emptying in place"). A truncation to zero cuts the file instead, in three ordered steps; this is for a
-    /// file refilled soon after (SQLite's rollback journal between transactions).
+    /// §8.2, "Emptying in place"). A truncation to zero cuts the file instead, in three ordered
+    /// steps; this is for a file refilled soon after (SQLite's rollback journal between
+    /// transactions).
     func empty() throws(DataProtectionError) {
         try lock.locked { () throws(DataProtectionError) in
             let keys = try requireKeys()
