@@ -1,6 +1,5 @@
 import DataProtection
 import DataProtectionSQLite
-import Foundation
 import GRDB
 
 extension DatabaseQueue {
@@ -16,7 +15,8 @@ extension DatabaseQueue {
         configuration: Configuration = Configuration()
     ) throws {
         try self.init(path: ProtectedDatabase.uri(forPath: path, in: store, protection: protectionChoice), configuration: configuration)
-        releaseMemoryAtEveryLock(of: store.device) { [weak self] in
+        // GRDB's releaseMemory(): SQLite's page caches (wiped by the zeroing allocator) and its statement caches.
+        _ = MemoryReleaseAtLock(device: store.device) { [weak self] in
             self?.releaseMemory()
             return self != nil
         }
@@ -33,32 +33,12 @@ extension DatabasePool {
         configuration: Configuration = Configuration()
     ) throws {
         try self.init(path: ProtectedDatabase.uri(forPath: path, in: store, protection: protectionChoice), configuration: configuration)
-        releaseMemoryAtEveryLock(of: store.device) { [weak self] in
+        // GRDB's releaseMemory(): SQLite's page caches (wiped by the zeroing allocator) and its statement caches.
+        _ = MemoryReleaseAtLock(device: store.device) { [weak self] in
             self?.releaseMemory()
             return self != nil
         }
     }
-}
-
-/// Runs `release` (GRDB's `releaseMemory()`: SQLite's page caches, wiped by the zeroing
-/// allocator, and GRDB's statement caches) shortly after every lock of `device`, off the
-/// locking thread (a statement may hold a connection meanwhile). `release` holds its
-/// database weakly and returns false once it is gone, which ends the observation.
-private func releaseMemoryAtEveryLock(of device: Device, _ release: @escaping @Sendable () -> Bool) {
-    /// The observation, cancelled from the handler it registered.
-    final class Observation: @unchecked Sendable {  // `token` only under `lock`
-        private let lock = NSLock()
-        private var token: DeviceObservation?
-        func set(_ token: DeviceObservation) { lock.withLock { self.token = token } }
-        func cancel() { lock.withLock { token?.cancel(); token = nil } }
-    }
-    let observation = Observation()
-    observation.set(device.addObserver { notification in
-        guard notification == .protectedDataWillBecomeUnavailable else { return }
-        DispatchQueue.global(qos: .utility).async {
-            if !release() { observation.cancel() }
-        }
-    })
 }
 
 extension DataProtectionError {

@@ -60,12 +60,12 @@ final class KeptJournals: Sendable {
         }
     }
 
-    /// Parks the handle of a journal SQLite closed; false when one is parked there already
-    /// (the caller closes its handle then).
-    func park(_ handle: ProtectedFileHandle, at path: String) -> Bool {
+    /// Parks the handle of a journal SQLite closed (or one taken by ``take(at:)`` that could
+    /// not be used now); false when one is parked there already (the caller closes its handle then).
+    func park(_ handle: ProtectedFileHandle, emptied: Bool = false, at path: String) -> Bool {
         state.withLock { state in
             guard state.parked[path] == nil else { return false }
-            state.parked[path] = Parked(handle: handle, emptied: false)
+            state.parked[path] = Parked(handle: handle, emptied: emptied)
             return true
         }
     }
@@ -74,15 +74,6 @@ final class KeptJournals: Sendable {
     func take(at path: String) -> (handle: ProtectedFileHandle, emptied: Bool)? {
         state.withLock { state in
             state.parked.removeValue(forKey: path).map { ($0.handle, $0.emptied) }
-        }
-    }
-
-    /// Puts back a journal taken by ``take(at:)`` that could not be used now.
-    func putBack(_ handle: ProtectedFileHandle, emptied: Bool, at path: String) -> Bool {
-        state.withLock { state in
-            guard state.parked[path] == nil else { return false }
-            state.parked[path] = Parked(handle: handle, emptied: emptied)
-            return true
         }
     }
 
@@ -114,7 +105,7 @@ final class KeptJournals: Sendable {
                 throw error
             }
         }
-        if !putBack(parked.handle, emptied: true, at: path) { try? parked.handle.close() }
+        if !park(parked.handle, emptied: true, at: path) { try? parked.handle.close() }
         return true
     }
 }

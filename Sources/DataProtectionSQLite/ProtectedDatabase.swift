@@ -43,7 +43,7 @@ public final class ProtectedDatabase: Sendable {
     nonisolated(unsafe) private let sqlite: SQLiteConnection
     private let serial = Locked(())
     /// Releases the page cache when the device locks.
-    private let observation = Locked<DeviceObservation?>(nil)
+    private let memoryRelease = Locked<MemoryReleaseAtLock?>(nil)
 
     /// Opens the database at `path` in `store`.
     ///
@@ -87,13 +87,12 @@ public final class ProtectedDatabase: Sendable {
             close()
             throw error
         }
-        // SQLite's page cache holds decrypted pages; at the lock it goes (wiped by the zeroing
-        // allocator), off the locking thread: a statement may hold the connection meanwhile.
-        let token = store.device.addObserver { [weak self] notification in
-            guard notification == .protectedDataWillBecomeUnavailable, let self else { return }
-            DispatchQueue.global(qos: .utility).async { [weak self] in self?.releaseMemory() }
+        // SQLite's page cache holds decrypted pages; at the lock it goes (wiped by the zeroing allocator).
+        let release = MemoryReleaseAtLock(device: store.device) { [weak self] in
+            self?.releaseMemory()
+            return self != nil
         }
-        observation.withLock { $0 = token }
+        memoryRelease.withLock { $0 = release }
     }
 
     /// The bytes SQLite's page cache holds for this connection: decrypted pages, in SQLite's
@@ -103,7 +102,7 @@ public final class ProtectedDatabase: Sendable {
     /// Frees the pages SQLite caches for this connection outside a transaction, wiping them.
     /// Called by itself shortly after the device locks.
     public func releaseMemory() {
-        _ = withConnection { $0.releaseMemory() }
+        withConnection { $0.releaseMemory() }
     }
 
     /// A `file:` URI that opens the database at `path` in `store` through its VFS, for
@@ -174,7 +173,7 @@ public final class ProtectedDatabase: Sendable {
     /// Closes the connection (an open transaction is rolled back); later calls throw
     /// `handleClosed`. Closing twice is harmless.
     public func close() {
-        observation.withLock { $0?.cancel(); $0 = nil }
+        memoryRelease.withLock { $0?.cancel(); $0 = nil }
         withConnection { $0.close() }
     }
 

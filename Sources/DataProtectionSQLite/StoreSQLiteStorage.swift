@@ -71,7 +71,7 @@ final class StoreSQLiteStorage: SQLiteStorage {
                 } catch where error.code == .handleClosed {
                     // Closed by the store meanwhile (a reboot): open the file again.
                 } catch {
-                    if !journals.putBack(kept.handle, emptied: kept.emptied, at: path) { try? kept.handle.close() }
+                    if !journals.park(kept.handle, emptied: kept.emptied, at: path) { try? kept.handle.close() }
                     throw error
                 }
             }

@@ -67,13 +67,10 @@ public final class SQLiteConnection {
     }
 
     /// Frees what the connection's page cache holds outside a transaction (through the zeroing
-    /// allocator: wiped), and returns how many bytes that was.
-    @discardableResult
-    public func releaseMemory() -> Int {
-        guard let handle else { return 0 }
-        let before = cachedBytes
+    /// allocator: wiped).
+    public func releaseMemory() {
+        guard let handle else { return }
         sqlite3_db_release_memory(handle)
-        return max(0, before - cachedBytes)
     }
 
     /// The bytes of the connection's page cache (`SQLITE_DBSTATUS_CACHE_USED`).
