@@ -27,6 +27,14 @@ struct ByteReader {
         self.what = what
     }
 
+    /// Reads `data` (indexed from 0) from `offset` on, without copying it.
+    init(_ data: Data, from offset: Int, what: String) {
+        precondition(data.startIndex == 0 && (0...data.count).contains(offset), "a reader outside its data")
+        self.data = data
+        self.offset = offset
+        self.what = what
+    }
+
     var remaining: Int { data.count - offset }
 
     mutating func bytes(_ count: Int) throws(DataProtectionError) -> Data {

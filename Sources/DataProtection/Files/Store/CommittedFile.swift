@@ -10,11 +10,15 @@ import SystemPackage
 ///    records (length unchanged), durable before any of them is written;
 /// 2. ``writeRecords(_:byteCount:from:)``: records past the committed end, in place,
 ///    invisible until a header commits them;
-/// 3. ``commit(overwrites:length:allocated:durable:keys:)``: records that replace
-///    committed ones go to a redo journal (durable) and then in place; a header with the
-///    new length; for a shrink, its truncation between two headers;
-/// 4. ``recover(keys:)``, when the file is next opened: a complete journal is replayed,
-///    a torn one discarded, and the physical size checked against the committed length.
+/// 3. ``commit(overwrites:length:allocated:appendedInPlace:durable:keys:)``: records that
+///    replace committed ones go to a redo journal (durable) and then in place; a header with
+///    the new length; for a shrink, its truncation between two headers. A growth (or an
+///    overwrite) with a journal may stop there, committed by its journal alone: the next
+///    journals follow it in a *chain*, and the header and the records in place are made
+///    durable together every ``chainLimit`` commits (``checkpoint(keys:)``), one `fsync` per
+///    commit in between;
+/// 4. ``recover(keys:)``, when the file is next opened: a complete chain is replayed,
+///    a torn journal discarded, and the physical size checked against the committed length.
 ///
 /// What to seal is ``OpenFile``'s business (its chunk cache and keys); this type knows
 /// records by index and bytes only. It is not thread-safe: its ``OpenFile`` reaches it
@@ -27,8 +31,12 @@ import SystemPackage
 struct CommittedFile {
     /// The descriptor, and the path it was opened at (following renames made through the store).
     private(set) var file: DataFileDescriptor
-    /// The newest committed header, in ``slot``.
+    /// The committed state: the newest header, or (while a chain is pending) the length and
+    /// allocation the chain committed on top of it.
     private(set) var header: FileHeader
+    /// The header as written in ``slot``, which ``slotMAC`` authenticates: ``header`` but for
+    /// the length and allocation while a chain is pending.
+    private(set) var writtenHeader: FileHeader
     /// Which of the two header slots holds ``header``.
     private(set) var slot: Int
     /// ``header``'s MAC, as written (for unwrapping the file key again after a key discard).
@@ -48,6 +56,20 @@ struct CommittedFile {
     /// A journal of this file's that no commit needs may lie at its path: the last commit's,
     /// kept open, or moved along with the file by the store. Removed when the file closes.
     private var journalLeft = false
+    /// The chain in the kept journal file, from offset 0: how many journals, where the last ends.
+    private var chain: (count: UInt32, end: Int)?
+    /// Commits stand on the chain alone: ``writtenHeader`` and records in place since it are
+    /// not yet durable, and only a replay of the chain redoes them after a power cut. Ended by
+    /// the next header (``checkpoint(keys:)``, or any header write, which comes after the
+    /// chain's records are durable or commits exactly the chain's state).
+    private(set) var chainPending = false
+    /// A header was written and no `fsync` has followed: a new chain must not be written over
+    /// the old one until it has (the old one may be all that redoes the records under it).
+    private var headerUnsynced = false
+
+    /// Commits in a chain before a header: each costs one `fsync` (its journal), and the
+    /// checkpoint one more; a replay after a crash reads at most this many journals.
+    static let chainLimit: UInt32 = 32
 
     /// The descriptor of a kept journal file and what it holds.
     private struct KeptJournal {
@@ -60,6 +82,7 @@ struct CommittedFile {
     init(file: DataFileDescriptor, header: FileHeader, slot: Int, slotMAC: Data) {
         self.file = file
         self.header = header
+        self.writtenHeader = header
         self.slot = slot
         self.slotMAC = slotMAC
     }
@@ -105,6 +128,7 @@ struct CommittedFile {
     mutating func markUnlinked() {
         closeJournal()
         journalLeft = false
+        chainPending = false
         unlinked = true
     }
 
@@ -116,6 +140,9 @@ struct CommittedFile {
         file.close()
         file = replacement
         self.header = header
+        writtenHeader = header
+        chainPending = false
+        headerUnsynced = false
         slot = 0
         slotMAC = Self.mac(of: header.encodedSlot(macKey: keys.macKey))
         allocatedAhead = false
@@ -123,10 +150,11 @@ struct CommittedFile {
     }
 
     /// Closes the descriptors. With `removingJournal`, a journal left at the file's path by its
-    /// last commit goes too (never one a commit still needs, nor at the path of an unlinked file).
+    /// last commit goes too (never one a commit still needs, nor at the path of an unlinked file:
+    /// a pending chain, or one whose checkpoint is not yet durable, is left for the next open).
     mutating func close(removingJournal: Bool = false) {
         let path = Self.journalPath(for: file.path)
-        let remove = removingJournal && !unlinked && journalLeft && journal?.needed != true
+        let remove = removingJournal && !unlinked && journalLeft && journal?.needed != true && !chainPending && !headerUnsynced
         closeJournal()
         if remove { try? file.fileSystem.removeFile(at: path) }
         file.close()
@@ -134,6 +162,7 @@ struct CommittedFile {
 
     /// Closes the kept journal's descriptor (the file stays where it is).
     private mutating func closeJournal() {
+        chain = nil
         guard let kept = journal else { return }
         journal = nil
         try? file.fileSystem.close(kept.descriptor, path: Self.journalPath(for: file.path))
@@ -141,32 +170,37 @@ struct CommittedFile {
 
     // MARK: - Recovery
 
-    /// Replays a complete journal, discards a torn one, and checks that the physical size
-    /// fits the committed length.
+    /// Replays a complete chain of journals, discards a torn journal, and checks that the
+    /// physical size fits the committed length.
     mutating func recover(keys: FileKeys) throws(DataProtectionError) {
         closeJournal()  // the journal is read from its path, and removed once settled
         journalLeft = false  // settled here, or needed by the next open
+        chainPending = false
+        header = writtenHeader  // what the chain (if any) applies over
         let journalPath = Self.journalPath(for: file.path)
         if !unlinked,
            let data = try file.fileSystem.readFile(at: journalPath, limit: FileJournal.maximumByteCount(recordStride: header.recordStride)) {
-            if let journal = FileJournal.decode(data, macKey: keys.macKey, fileID: header.fileID) {
-                // Over the header it was written against: redo the flush and commit it. Over the
-                // header that flush committed (its next generation, with the journal's length and
+            let chain = FileJournal.decodeChain(data, macKey: keys.macKey, fileID: header.fileID)
+            if let first = chain.first, let last = chain.last {
+                // Over the header it was written against: redo its flushes and commit them. Over the
+                // header that committed them (its next generation, with the last journal's length and
                 // allocation): the header may have reached the disk before the records it commits,
-                // so redo the records. Anything else is stale: its flush committed and later ones followed.
-                let uncommitted = journal.baseGeneration == header.generation
-                let committed = journal.baseGeneration < UInt64.max && journal.baseGeneration + 1 == header.generation
-                    && journal.length == header.length && journal.allocatedRecords == header.allocatedRecords
+                // so redo the records. Anything else is stale: its flushes committed and later ones followed.
+                let uncommitted = first.baseGeneration == header.generation
+                let committed = first.baseGeneration < UInt64.max && first.baseGeneration + 1 == header.generation
+                    && last.length == header.length && last.allocatedRecords == header.allocatedRecords
                 if uncommitted || committed {
-                    guard journal.fits(header) else {
+                    guard chain.allSatisfy({ $0.fits(header) }) else {
                         throw .integrity("The file's journal describes records outside the file: it was tampered with.")
                     }
-                    for entry in journal.entries {
-                        try file.write(entry.record, at: header.recordOffset(entry.index))
+                    for journal in chain {
+                        for entry in journal.entries {
+                            try file.write(entry.record, at: header.recordOffset(entry.index))
+                        }
                     }
-                    try cutStaleRecords(length: journal.length, allocated: journal.allocatedRecords)
-                    if uncommitted { try writeHeader(length: journal.length, allocated: journal.allocatedRecords, keys: keys) }
-                    try file.synchronize()
+                    try cutStaleRecords(length: last.length, allocated: last.allocatedRecords)
+                    if uncommitted { try writeHeader(length: last.length, allocated: last.allocatedRecords, keys: keys) }
+                    try sync()
                 }
             }
             try file.fileSystem.removeFile(at: journalPath)
@@ -193,6 +227,9 @@ struct CommittedFile {
     /// allocates would make the file unreadable. With `ahead`, the allocation runs ahead of
     /// a deferred append, and the next commit brings the file back to rest.
     mutating func allocate(_ allocated: UInt64, ahead: Bool, keys: FileKeys) throws(DataProtectionError) {
+        // This header is not the chain's state, so a reader finds the chain stale under it:
+        // what the chain redoes must be durable first.
+        if chainPending { try sync() }
         if ahead { allocatedAhead = true }
         try writeHeader(length: header.length, allocated: allocated, keys: keys)
         // Made for non-durable flushes too: after a power cut the file must stay readable.
@@ -221,6 +258,12 @@ struct CommittedFile {
     /// A growth commits the file at rest: what an append allocated ahead, or a crash left
     /// past the end, is cut first. With `durable`, everything is `fsync`ed before it returns.
     ///
+    /// A commit with a journal that does not shrink the file is *chained*: its journal, once
+    /// durable, commits it, and the records it then writes in place and the header that records
+    /// its length wait for the checkpoint, every ``chainLimit`` commits (which is then this
+    /// commit's last steps) or when the file closes, moves or loses its key. A crash in between
+    /// is recovered by replaying the whole chain (Keys/file-format.md §8.2, "Chained commits").
+    ///
     /// Once the journal is durable the commit can only go forward: if a later step fails, it
     /// is finished from the journal at once (as the next open would), so that no torn record
     /// is ever read in this process.
@@ -245,19 +288,32 @@ struct CommittedFile {
                     // The journal, once durable, commits the new length when replayed: the records
                     // past the old end must be durable before it, or a power cut could keep the
                     // journal and lose them.
-                    if newCount > oldCount && appendedInPlace { try file.synchronize() }
-                    let journal = FileJournal(fileID: header.fileID, baseGeneration: header.generation, length: newLength,
+                    if newCount > oldCount && appendedInPlace { try sync() }
+                    var journal = FileJournal(fileID: header.fileID, baseGeneration: header.generation, length: newLength,
                                               allocatedRecords: committedAllocation, entries: overwrites)
-                    try writeJournal(journal, at: journalPath, keys: keys)
+                    try writeJournal(&journal, at: journalPath, keys: keys)
                     journalDurable = true
                     for entry in overwrites { try file.write(entry.record, at: header.recordOffset(entry.index)) }
+                    if newLength >= oldLength && journal.sequence < Self.chainLimit {
+                        // Committed by the chain: the header and these records wait for the checkpoint.
+                        // What lies past them is cut now, as at any commit at rest: a later header
+                        // (an allocation) must find no record past what it allows.
+                        try cutStaleRecords(length: newLength, allocated: committedAllocation)
+                        header.length = newLength
+                        header.allocatedRecords = committedAllocation
+                        allocatedAhead = false
+                        chainPending = true
+                        unsyncedWrites = false
+                        journalLeft = true
+                        return
+                    }
                 }
             }
             if newLength >= oldLength { try cutStaleRecords(length: newLength, allocated: committedAllocation) }
             // The records before the header that commits them, unless a durable journal can redo
             // them: a reader applies the journal over the header it commits too (file-format.md
             // §9.2), so one `fsync` after the header serves both. Not for a shrink, whose header
-            // must precede its `ftruncate` with the records behind it.
+            // must precede its `ftruncate` with the records behind it (and a pending chain's).
             if !journalDurable || newLength < oldLength { try synchronize() }
             try writeHeader(length: newLength, allocated: committedAllocation, keys: keys)
             if newLength < oldLength {
@@ -276,9 +332,25 @@ struct CommittedFile {
             // The journal stays, for the next commit to write over: it is this commit's now,
             // which a reader redoes harmlessly or ignores (§9.2). It goes when the file closes.
             journal?.needed = false
-            journalLeft = true
+            if journalDurable { journalLeft = true }
         } catch {
             if journalDurable { try? recover(keys: keys) }
+            throw error
+        }
+    }
+
+    /// Ends a pending chain: cuts what lies past the committed records, writes the header of the
+    /// chain's state and makes it durable with every record the chain wrote in place. A reader
+    /// then finds the chain committed (§9.2), and the next journal starts a new chain.
+    mutating func checkpoint(keys: FileKeys) throws(DataProtectionError) {
+        guard chainPending else { return }
+        do throws(DataProtectionError) {
+            try cutStaleRecords(length: header.length, allocated: header.allocatedRecords)
+            try writeHeader(length: header.length, allocated: header.allocatedRecords, keys: keys)
+            try sync()
+            journal?.needed = false
+        } catch {
+            try? recover(keys: keys)  // as the next open would: the chain redone, the header written
             throw error
         }
     }
@@ -296,20 +368,42 @@ struct CommittedFile {
     }
 
     /// Writes `contents` at `path`, durably, before the overwrites it protects: torn records
-    /// are repaired from it. The first journal of an open file is created (and its directory
-    /// `fsync`ed); later ones are written over it in place from offset 0 and `fsync`ed, the file
-    /// not cut when the new one is shorter (a reader ignores what follows a journal's MAC, §9.1;
-    /// cutting would make the `fsync` commit a size change). Until that `fsync` returns no
-    /// record of this commit is written, so a crash in between leaves the previous commit
-    /// whole, and beside it a journal that is torn (its MAC covers it all) or the previous one (§9.2).
-    private mutating func writeJournal(_ contents: FileJournal, at path: FilePath, keys: FileKeys) throws(DataProtectionError) {
+    /// are repaired from it. While a chain is pending the journal follows it in the kept file
+    /// (numbered next); otherwise it starts a new chain (numbered 1). The first journal of an
+    /// open file is created (and its directory `fsync`ed); later chains are written over it in
+    /// place from offset 0, the file not cut when the new one is shorter (a reader ignores what
+    /// follows a chain, §9.1; cutting would make the `fsync` commit a size change), and only once
+    /// the newest header is durable (until then the old chain may be what redoes its records).
+    /// Until the journal's `fsync` returns no record of this commit is written, so a crash in
+    /// between leaves the previous commit whole, and beside it a torn journal after the chain,
+    /// or a chain a reader finds committed or stale (§9.2).
+    private mutating func writeJournal(_ contents: inout FileJournal, at path: FilePath, keys: FileKeys) throws(DataProtectionError) {
         let fileSystem = file.fileSystem
+        if chainPending, let kept = journal, let chain {
+            contents.baseGeneration = header.generation
+            contents.sequence = chain.count + 1
+            let encoded = contents.encoded(macKey: keys.macKey)
+            if chain.end + encoded.count <= FileJournal.maximumByteCount(recordStride: header.recordStride) {
+                // A failure leaves the chain as it was (whatever was written after it is torn,
+                // and the next journal goes over it): the chain is still what commits the file.
+                try fileSystem.write([.data(encoded)], to: kept.descriptor, at: Int64(chain.end), path: path)
+                try fileSystem.synchronize(kept.descriptor, path: path)
+                self.chain = (chain.count + 1, chain.end + encoded.count)
+                return
+            }
+        }
+        // The file moved (its journal's descriptor closed) or the chain has no room left.
+        if chainPending { try checkpoint(keys: keys) }
+        if headerUnsynced { try sync() }
+        contents.baseGeneration = header.generation
+        contents.sequence = 1
         let encoded = contents.encoded(macKey: keys.macKey)
         if let kept = journal {
             do throws(DataProtectionError) {
                 journal?.needed = true  // torn from here on: removed on failure, never left for a later close to keep
                 try fileSystem.write([.data(encoded)], to: kept.descriptor, at: 0, path: path)
                 try fileSystem.synchronize(kept.descriptor, path: path)
+                chain = (1, encoded.count)
                 return
             } catch {
                 closeJournal()
@@ -332,6 +426,7 @@ struct CommittedFile {
             throw error
         }
         journal = KeptJournal(descriptor: descriptor, needed: true)
+        chain = (1, encoded.count)
     }
 
     /// Makes everything written so far durable (a durable flush with nothing left to seal).
@@ -350,10 +445,10 @@ struct CommittedFile {
         try keys.wrap(into: &next, device: device)
         next.generation = try Self.generation(after: next.generation)
         try writeSlot(next, keys: keys)
-        try file.synchronize()
+        try sync()
         next.generation = try Self.generation(after: next.generation)
         try writeSlot(next, keys: keys)
-        try file.synchronize()
+        try sync()
     }
 
     /// Refuses, before anything is written, a change that would need more headers than
@@ -367,9 +462,15 @@ struct CommittedFile {
     // MARK: - Steps
 
     /// `fsync`, unless the file is unlinked (it has no durable state to reach).
-    private func synchronize() throws(DataProtectionError) {
+    private mutating func synchronize() throws(DataProtectionError) {
         guard !unlinked else { return }
+        try sync()
+    }
+
+    /// `fsync`: everything written so far is durable, the last header included.
+    private mutating func sync() throws(DataProtectionError) {
         try file.synchronize()
+        headerUnsynced = false
     }
 
     /// Before a header that brings the file to rest (`allocated` records, all needed by
@@ -396,6 +497,9 @@ struct CommittedFile {
         let encoded = next.encodedSlot(macKey: keys.macKey)
         try file.write(encoded, at: Int64(target * FileHeader.slotByteCount))
         header = next
+        writtenHeader = next
+        chainPending = false  // the chain's state, after the chain's records were durable, or needing none (length 0)
+        headerUnsynced = true
         slot = target
         slotMAC = Self.mac(of: encoded)
     }

@@ -216,14 +216,15 @@ extension OpenFile {
         // new length needs, so a crash before the truncation leaves a file the reader tolerates.
         var allocated = max(header.allocatedRecords, newLength < oldLength ? newCount + 1 : newCount)
         let appended = indices.count { $0 >= oldCount } + tail.count
-        // A small growth that needs a journal anyway (it changes committed chunks) or an
-        // allocating header puts its new records in the journal too, and writes them in place
-        // only once the journal is durable: no allocating header, no `fsync` of the records
-        // before the journal (Keys/file-format.md §8.2, "Journaled growth"). Not with records of
+        // A small growth that needs a journal anyway (it changes committed chunks), an
+        // allocating header, or an `fsync` (a durable flush) puts its new records in the journal
+        // too, and writes them in place only once the journal is durable: no allocating header,
+        // no `fsync` of the records before the journal, and the commit chained (one `fsync`;
+        // Keys/file-format.md §8.2, "Journaled growth", "Chained commits"). Not with records of
         // an earlier deferred append on disk, which the journal's length would commit.
         let journaledGrowth = !deferred && !disk.unlinked && appended > 0 && appended <= Self.journaledGrowthLimit
             && recordedLength == oldLength && !disk.allocatedAhead
-            && (!committedChanges.isEmpty || allocated > header.allocatedRecords)
+            && (!committedChanges.isEmpty || allocated > header.allocatedRecords || durable)
         if allocated > header.allocatedRecords && !journaledGrowth {
             if deferred {
                 // Ahead: appends go on, and each allocation costs an ordering `fsync`.

@@ -273,7 +273,8 @@ final class OpenFile: @unchecked Sendable {
             throw .unavailable("The \(header.protectionClass) class key is not available: the device is locked.")
         }
         if let keys { return keys }
-        let slot = FileHeader.UnverifiedSlot(header: header, authenticated: header.authenticatedBytes, mac: disk.slotMAC)
+        let written = disk.writtenHeader  // as in its slot (a pending chain's length is not)
+        let slot = FileHeader.UnverifiedSlot(header: written, authenticated: written.authenticatedBytes, mac: disk.slotMAC)
         let keys = try FileKeys.unwrap(slot, device: device)
         self.keys = keys
         return keys
@@ -354,6 +355,7 @@ final class OpenFile: @unchecked Sendable {
             guard !closed, header.protectionClass != .completeUnlessOpen, let keys else { return [] }
             do throws(DataProtectionError) {
                 try flushLocked(durable: true, keys: keys)
+                try disk.checkpoint(keys: keys)  // no header can be written without the key
             } catch {
                 device.logger.error("could not flush a protected file before its class key was discarded",
                                     metadata: ["error": "\(error.code.rawValue)"])
@@ -383,6 +385,7 @@ final class OpenFile: @unchecked Sendable {
             }
             if flushing, !disk.unlinked, let keys {
                 try flushLocked(durable: true, keys: keys)
+                try disk.checkpoint(keys: keys)  // a closed file at rest, its journal removed
             }
         }
     }

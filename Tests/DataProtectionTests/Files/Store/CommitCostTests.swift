@@ -3,9 +3,11 @@ import Testing
 @testable import DataProtection
 
 /// What a commit through a handle costs on disk, in `fsync`s and journal files: the kept
-/// journal (created once per open file, written over in place by later commits) and the
-/// journaled growth (a small growth that changes a committed chunk goes through the journal
-/// whole: no allocating header, no `fsync` of its records before the journal).
+/// journal (created once per open file, written over in place by later chains), the chained
+/// commits (one `fsync` each, their journal's; the header and the records in place made
+/// durable at the checkpoint) and the journaled growth (a small growth that changes a
+/// committed chunk goes through the journal whole: no allocating header, no `fsync` of its
+/// records before the journal).
 @Suite struct CommitCostTests {
     typealias CountingFileSystem = DeferredAppendTests.CountingFileSystem
 
@@ -23,7 +25,7 @@ import Testing
         return (fileSystem, store, handle, content)
     }
 
-    @Test("an overwrite commit after the first: two fsyncs, the journal file written over, none created")
+    @Test("overwrite commits after the first: one fsync each, the journal file reused, none created")
     func overwriteReusesTheJournal() throws {
         try withScratchDirectory { root in
             let (fileSystem, store, handle, prepared) = try Self.prepare(root)
@@ -36,15 +38,17 @@ import Testing
                 content.replaceSubrange(5_000 + round * 16_384..<8_000 + round * 16_384, with: patch)
             }
             #expect(fileSystem.journals == journals, "no journal file created")
-            #expect(fileSystem.syncs - syncs == 3 * 2, "the journal's fsync and the file's, per commit")
+            #expect(fileSystem.syncs - syncs == 3, "the journal's fsync per commit, chained")
+            let beforeClose = fileSystem.syncs
             try handle.close()
+            #expect(fileSystem.syncs - beforeClose == 1, "the checkpoint at close: the header and the records in place")
             #expect(try store.contents(atPath: "/f") == content)
             let names = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("files").path)
             #expect(!names.contains { $0.hasSuffix(FileJournal.suffix) }, "the journal goes when the file closes: \(names)")
         }
     }
 
-    @Test("a small growth that changes a committed chunk: through the journal whole, two fsyncs, the file at rest")
+    @Test("a small growth that changes a committed chunk: through the journal whole, one fsync, the file at rest")
     func smallGrowthIsJournaled() throws {
         try withScratchDirectory { root in
             let (fileSystem, store, handle, prepared) = try Self.prepare(root)
@@ -55,7 +59,7 @@ import Testing
             try handle.write(contentsOf: tail, atOffset: UInt64(content.count))
             try handle.synchronize()
             content.append(tail)
-            #expect(fileSystem.syncs - syncs == 2, "the journal's fsync and the file's")
+            #expect(fileSystem.syncs - syncs == 1, "the journal's fsync: the commit is chained")
             try handle.close()
             // The store's largest file is /f's.
             let size = fileSystem.dataFiles.compactMap { try? FileManager.default.attributesOfItem(atPath: $0)[.size] as? Int }.max()
