@@ -78,20 +78,26 @@ final class StoreSQLiteStorage: SQLiteStorage {
             let handle = try store.openFile(atPath: path, mode: mode, create: request.create,
                                             protection: try ProtectionChoice(databaseClass(of: path)))
             return StoreSQLiteFile(handle: handle, role: .journal(path, storage: self))
-        case .writeAheadLog, .superJournal, .temporary:
-            let handle = try store.openFile(atPath: path, mode: mode, create: request.create, protection: try ProtectionChoice(databaseClass(of: path)))
-            if request.kind == .writeAheadLog {
-                // In WAL mode the rollback journal is not used: the one kept (emptied by the switch) goes.
-                let database = String(path.dropLast("-wal".count))
-                let journal = KeptJournals.journalPath(ofDatabase: database)
-                if path.hasSuffix("-wal"), let kept = journals.takeEmptied(at: journal) {
-                    try? kept.close()
-                    try? store.removeItem(atPath: journal)
-                }
-                // Pages committed to the WAL and not yet checkpointed are read from it, at random
-                // (up to about 4 MiB with SQLite's default checkpoint of 1000 pages).
-                handle.reserveReadCache(bytes: Self.writeAheadLogReadCache)
+        case .writeAheadLog:
+            // Chunks of a page, as the database's: a commit of one page regrows one or two small
+            // chunks (frames of a page and 24 bytes straddle them) rather than a 16 KiB one, which
+            // its journal holds and its `fsync` writes; a page read from the WAL opens 8 KiB, not 16.
+            let handle = try store.openFile(atPath: path, mode: mode, create: request.create,
+                                            protection: try ProtectionChoice(databaseClass(of: path)),
+                                            chunkShift: ProtectedStore.databaseChunkShift)
+            // In WAL mode the rollback journal is not used: the one kept (emptied by the switch) goes.
+            let database = String(path.dropLast("-wal".count))
+            let journal = KeptJournals.journalPath(ofDatabase: database)
+            if path.hasSuffix("-wal"), let kept = journals.takeEmptied(at: journal) {
+                try? kept.close()
+                try? store.removeItem(atPath: journal)
             }
+            // Pages committed to the WAL and not yet checkpointed are read from it, at random
+            // (up to about 4 MiB with SQLite's default checkpoint of 1000 pages).
+            handle.reserveReadCache(bytes: Self.writeAheadLogReadCache)
+            return StoreSQLiteFile(handle: handle)
+        case .superJournal, .temporary:
+            let handle = try store.openFile(atPath: path, mode: mode, create: request.create, protection: try ProtectionChoice(databaseClass(of: path)))
             return StoreSQLiteFile(handle: handle)
         }
     }

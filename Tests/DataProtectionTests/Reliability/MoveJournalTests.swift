@@ -2,9 +2,9 @@ import Foundation
 import Testing
 @testable import DataProtection
 
-/// A file whose last flush was cut after its journal became durable and its in-place
-/// overwrites were written, then moved (the journal is renamed after the file), with
-/// the process dying between the two renames.
+/// A file whose last commit stands on its journal (chained: the header not yet written) and
+/// whose checkpoint was cut after its in-place overwrites were written, then moved (the
+/// journal is renamed after the file), with the process dying between the two renames.
 @Suite("A move interrupted between a file and its journal")
 struct MoveJournalTests {
     @Test("the moved file still reads as a committed state")
@@ -18,15 +18,13 @@ struct MoveJournalTests {
         // Overwrite chunk 1 (the short last chunk grows: its record length changes) and chunk 0.
         let handle = try store.openFile(atPath: "/f")
         try handle.write(contentsOf: patternBytes(30_000, seed: 2), atOffset: 100)
-        crashing.arm(crashAt: nil)
         try handle.synchronize()
+        crashing.arm(crashAt: nil)
+        try handle.close()
+        // The checkpoint at close: the overwrites of chunks 0 and 1 in place, then the header (cut there).
         let steps = crashing.log
-        // Cut just after the last in-place overwrite, before the header: find it in the log.
-        guard let directory = steps.lastIndex(where: { $0.contains("synchronizeDirectory") }) else {
-            Issue.record("no journal in \(steps)")
-            return
-        }
-        let cut = directory + 3  // the directory fsync, then the overwrites of chunks 0 and 1
+        #expect(steps.prefix(3).allSatisfy { $0.contains("write") }, "the checkpoint's calls: \(steps)")
+        let cut = 3
         var new = old
         new.replaceSubrange(100..<20_000, with: patternBytes(30_000, seed: 2).prefix(19_900))
         new.append(patternBytes(30_000, seed: 2).suffix(10_100))
@@ -39,8 +37,9 @@ struct MoveJournalTests {
             try store2.write(old, to: "/f")
             let handle2 = try store2.openFile(atPath: "/f")
             try handle2.write(contentsOf: patternBytes(30_000, seed: 2), atOffset: 100)
+            try handle2.synchronize()
             crashing2.arm(crashAt: cut)
-            #expect(throws: DataProtectionError.self) { try handle2.synchronize() }
+            #expect(throws: DataProtectionError.self) { try handle2.close() }
             #expect(crashing2.hasCrashed)
 
             // Restart, and move the file (not opened: its journal is not replayed), dying at step `moveStep`.

@@ -66,10 +66,25 @@ struct CommittedFile {
     /// A header was written and no `fsync` has followed: a new chain must not be written over
     /// the old one until it has (the old one may be all that redoes the records under it).
     private var headerUnsynced = false
+    /// A header write failed: it may have reached the disk whole (a short write can hold a whole
+    /// header and its MAC) or not at all. No journal is written on top of that doubt: the header
+    /// is written again (the same slot, the same generation) and made durable first.
+    private var headerUncertain = false
+
+    /// Records the pending chain committed and that are not yet written in place, by index
+    /// (the newest of each): written when the chain ends (before the header that ends it) or
+    /// when they pass ``pendingByteLimit``. Reads see them (``readRecords(at:count:)``). A
+    /// record written by several commits of a chain (SQLite's WAL regrowing its last page) is
+    /// written in place once.
+    private var pendingRecords: [UInt64: Data] = [:]
+    private var pendingBytes = 0
 
     /// Commits in a chain before a header: each costs one `fsync` (its journal), and the
     /// checkpoint one more; a replay after a crash reads at most this many journals.
     static let chainLimit: UInt32 = 32
+
+    /// The most bytes of records a chain keeps in memory before writing them in place.
+    static let pendingByteLimit = 1 << 20
 
     /// The descriptor of a kept journal file and what it holds.
     private struct KeptJournal {
@@ -128,6 +143,7 @@ struct CommittedFile {
     mutating func markUnlinked() {
         closeJournal()
         journalLeft = false
+        try? writePendingRecords()  // in place, as every write of an unlinked file (no durable state to reach)
         chainPending = false
         unlinked = true
     }
@@ -143,6 +159,8 @@ struct CommittedFile {
         writtenHeader = header
         chainPending = false
         headerUnsynced = false
+        headerUncertain = false
+        dropPendingRecords()  // the old file's
         slot = 0
         slotMAC = Self.mac(of: header.encodedSlot(macKey: keys.macKey))
         allocatedAhead = false
@@ -155,6 +173,7 @@ struct CommittedFile {
     mutating func close(removingJournal: Bool = false) {
         let path = Self.journalPath(for: file.path)
         let remove = removingJournal && !unlinked && journalLeft && journal?.needed != true && !chainPending && !headerUnsynced
+        dropPendingRecords()  // a pending chain left for the next open redoes them
         closeJournal()
         if remove { try? file.fileSystem.removeFile(at: path) }
         file.close()
@@ -176,6 +195,7 @@ struct CommittedFile {
         closeJournal()  // the journal is read from its path, and removed once settled
         journalLeft = false  // settled here, or needed by the next open
         chainPending = false
+        dropPendingRecords()  // the chain on disk redoes them
         header = writtenHeader  // what the chain (if any) applies over
         let journalPath = Self.journalPath(for: file.path)
         if !unlinked,
@@ -229,7 +249,10 @@ struct CommittedFile {
     mutating func allocate(_ allocated: UInt64, ahead: Bool, keys: FileKeys) throws(DataProtectionError) {
         // This header is not the chain's state, so a reader finds the chain stale under it:
         // what the chain redoes must be durable first.
-        if chainPending { try sync() }
+        if chainPending {
+            try writePendingRecords()
+            try sync()
+        }
         if ahead { allocatedAhead = true }
         try writeHeader(length: header.length, allocated: allocated, keys: keys)
         // Made for non-durable flushes too: after a power cut the file must stay readable.
@@ -283,6 +306,7 @@ struct CommittedFile {
                 if unlinked {
                     // Gone after any crash: nothing to recover, so no journal (and none at a path
                     // that may name another file by now).
+                    try writePendingRecords()  // older than these
                     for entry in overwrites { try file.write(entry.record, at: header.recordOffset(entry.index)) }
                 } else {
                     // The journal, once durable, commits the new length when replayed: the records
@@ -293,11 +317,15 @@ struct CommittedFile {
                                               allocatedRecords: committedAllocation, entries: overwrites)
                     try writeJournal(&journal, at: journalPath, keys: keys)
                     journalDurable = true
-                    for entry in overwrites { try file.write(entry.record, at: header.recordOffset(entry.index)) }
                     if newLength >= oldLength && journal.sequence < Self.chainLimit {
-                        // Committed by the chain: the header and these records wait for the checkpoint.
-                        // What lies past them is cut now, as at any commit at rest: a later header
-                        // (an allocation) must find no record past what it allows.
+                        // Committed by the chain: the header and these records wait for the checkpoint
+                        // (the records in memory, or in place once there are many). What lies past
+                        // them is cut now, as at any commit at rest: a later header (an allocation)
+                        // must find no record past what it allows.
+                        for entry in overwrites {
+                            pendingBytes += entry.record.count - (pendingRecords.updateValue(entry.record, forKey: entry.index)?.count ?? 0)
+                        }
+                        if pendingBytes > Self.pendingByteLimit { try writePendingRecords() }
                         try cutStaleRecords(length: newLength, allocated: committedAllocation)
                         header.length = newLength
                         header.allocatedRecords = committedAllocation
@@ -307,8 +335,11 @@ struct CommittedFile {
                         journalLeft = true
                         return
                     }
+                    try writePendingRecords()  // an earlier commit's, before this one's (newer)
+                    for entry in overwrites { try file.write(entry.record, at: header.recordOffset(entry.index)) }
                 }
             }
+            try writePendingRecords()
             if newLength >= oldLength { try cutStaleRecords(length: newLength, allocated: committedAllocation) }
             // The records before the header that commits them, unless a durable journal can redo
             // them: a reader applies the journal over the header it commits too (file-format.md
@@ -361,6 +392,7 @@ struct CommittedFile {
     /// back to rest. The header alone commits: no record is needed by a length of zero, and
     /// whatever was written past the committed length since the last commit is dropped with it.
     mutating func empty(keys: FileKeys) throws(DataProtectionError) {
+        dropPendingRecords()  // no record is needed by a length of zero
         try writeHeader(length: 0, allocated: header.allocatedRecords, keys: keys)
         try synchronize()
         unsyncedWrites = false
@@ -379,6 +411,11 @@ struct CommittedFile {
     /// or a chain a reader finds committed or stale (§9.2).
     private mutating func writeJournal(_ contents: inout FileJournal, at path: FilePath, keys: FileKeys) throws(DataProtectionError) {
         let fileSystem = file.fileSystem
+        if headerUncertain {
+            // A chain based on this generation could be stale under the header that failed.
+            try writeHeader(length: header.length, allocated: header.allocatedRecords, keys: keys)
+            try sync()
+        }
         if chainPending, let kept = journal, let chain {
             contents.baseGeneration = header.generation
             contents.sequence = chain.count + 1
@@ -459,6 +496,47 @@ struct CommittedFile {
         }
     }
 
+    // MARK: - Records a chain keeps in memory
+
+    /// `count` bytes of records from `offset`, as the committed state has them: the file's bytes,
+    /// with the records a pending chain has not yet written in place laid over them (a record
+    /// not yet on disk at all, past the physical end, included).
+    func readRecords(at offset: Int64, count: Int) throws(DataProtectionError) -> Data {
+        var data = try file.read(at: offset, count: count)
+        guard !pendingRecords.isEmpty, count > 0 else { return data }
+        let stride = Int64(header.recordStride), base = header.recordOffset(0)
+        let end = offset + Int64(count)
+        let first = UInt64(max(0, offset - base) / stride), last = UInt64(max(0, end - 1 - base) / stride)
+        guard last >= first else { return data }
+        var covered = data.count  // in a row from the start of the request
+        for index in first...last {
+            guard let record = pendingRecords[index] else { continue }
+            let start = header.recordOffset(index)
+            let from = max(start, offset), to = min(start + Int64(record.count), end)
+            guard from < to else { continue }
+            if Int(to - offset) > data.count { data.append(Data(count: Int(to - offset) - data.count)) }
+            data.replaceSubrange(Int(from - offset)..<Int(to - offset), with: record[Int(from - start)..<Int(to - start)])
+            if Int(from - offset) <= covered { covered = max(covered, Int(to - offset)) }
+        }
+        // Past the physical end, only what pending records cover in a row from it is there.
+        return data.prefix(covered)
+    }
+
+    /// Writes the records a pending chain kept in memory in place (no `fsync`).
+    private mutating func writePendingRecords() throws(DataProtectionError) {
+        guard !pendingRecords.isEmpty else { return }
+        for (index, record) in pendingRecords.sorted(by: { $0.key < $1.key }) {
+            try file.write(record, at: header.recordOffset(index))
+            pendingRecords[index] = nil
+        }
+        pendingBytes = 0
+    }
+
+    private mutating func dropPendingRecords() {
+        pendingRecords.removeAll()
+        pendingBytes = 0
+    }
+
     // MARK: - Steps
 
     /// `fsync`, unless the file is unlinked (it has no durable state to reach).
@@ -493,9 +571,18 @@ struct CommittedFile {
     }
 
     private mutating func writeSlot(_ next: FileHeader, keys: FileKeys) throws(DataProtectionError) {
+        // A header ends the chain: the records it committed go in place first, so that the `fsync`
+        // that makes this header durable makes them durable too.
+        try writePendingRecords()
         let target = 1 - slot
         let encoded = next.encodedSlot(macKey: keys.macKey)
-        try file.write(encoded, at: Int64(target * FileHeader.slotByteCount))
+        do throws(DataProtectionError) {
+            try file.write(encoded, at: Int64(target * FileHeader.slotByteCount))
+        } catch {
+            headerUncertain = true
+            throw error
+        }
+        headerUncertain = false
         header = next
         writtenHeader = next
         chainPending = false  // the chain's state, after the chain's records were durable, or needing none (length 0)

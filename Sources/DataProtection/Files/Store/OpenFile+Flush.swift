@@ -312,7 +312,13 @@ extension OpenFile {
             forgetReads()
             throw error
         }
-        wipeCache()
+        // The chunks just committed stay readable as committed, without opening their records
+        // again (SQLite's WAL regrows its last chunk at every commit); those of a direct write
+        // were sealed from the caller's data, not from what is cached for them.
+        for (index, entry) in cache {
+            if index < newCount, !(direct?.chunks.contains(index) ?? false) { keepRead(index, entry.buffer) } else { recycle(entry.buffer) }
+        }
+        cache.removeAll()
         if durable { releaseSpares() }
     }
 

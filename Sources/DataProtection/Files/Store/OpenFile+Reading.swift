@@ -102,7 +102,7 @@ extension OpenFile {
         let start = header.recordOffset(run.lowerBound)
         let lastLength = recordedChunkLength(run.upperBound)
         let byteCount = Int(header.recordOffset(run.upperBound) - start) + lastLength + ChunkRecords.overhead
-        let records = try file.read(at: start, count: byteCount)
+        let records = try disk.readRecords(at: start, count: byteCount)
         guard records.count == byteCount else { throw .integrity("The file is shorter than its authenticated length: it was truncated.") }
         let shift = UInt64(header.chunkShift)
         // Chunks wholly inside the request are opened straight into `out`, on every core.
@@ -154,7 +154,7 @@ extension OpenFile {
         let buffer = emptyChunk()
         guard index < header.records(forLength: recordedLength) else { return buffer }
         let length = recordedChunkLength(index)
-        let record = try file.read(at: header.recordOffset(index), count: length + ChunkRecords.overhead)
+        let record = try disk.readRecords(at: header.recordOffset(index), count: length + ChunkRecords.overhead)
         do {
             try ChunkRecords.open(record, range: 0..<record.count, into: buffer, at: 0, key: keys.chunkKey,
                                   associatedData: header.chunkAssociatedData(index))

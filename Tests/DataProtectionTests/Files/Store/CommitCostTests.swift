@@ -68,6 +68,46 @@ import Testing
         }
     }
 
+    @Test("a chain's records wait in memory: the file on disk is untouched until the checkpoint; reads and a crash see every commit")
+    func chainedRecordsWaitForTheCheckpoint() throws {
+        try withScratchDirectory { root in
+            let (fileSystem, store, handle, prepared) = try Self.prepare(root)
+            var content = prepared
+            // 50 chunks: the new records written in place, the regrown last one through the journal (chained).
+            let grown = patternBytes(50 * 16_384 - content.count, seed: 3)
+            try handle.write(contentsOf: grown, atOffset: UInt64(content.count))
+            content.append(grown)
+            try handle.synchronize()
+            let path = try #require(fileSystem.dataFiles.first { !$0.contains(".tmp-") && $0.contains("/files/") })
+            let before = try Data(contentsOf: URL(fileURLWithPath: path))
+            // Every chunk overwritten by one write (sealed from the caller's data, not kept in the read
+            // cache: read back from the chain's records in memory), then the same chunk rewritten by
+            // several commits, and the last one regrown (a journaled growth).
+            let whole = patternBytes(content.count - 1, seed: 4)
+            try handle.write(contentsOf: whole, atOffset: 1)
+            content.replaceSubrange(1..<content.count, with: whole)
+            try handle.synchronize()
+            #expect(try handle.read(atOffset: 0, upToCount: content.count) == content, "read back from the chain's records")
+            for round in 0..<5 {
+                let patch = patternBytes(500, seed: UInt64(30 + round))
+                try handle.write(contentsOf: patch, atOffset: UInt64(2_000 + round * 100))
+                content.replaceSubrange(2_000 + round * 100..<2_500 + round * 100, with: patch)
+                let tail = patternBytes(300, seed: UInt64(40 + round))
+                try handle.write(contentsOf: tail, atOffset: UInt64(content.count))
+                content.append(tail)
+                try handle.synchronize()
+                #expect(try handle.read(atOffset: 0, upToCount: content.count) == content, "round \(round): read back")
+            }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "nothing written in place before the checkpoint")
+            // A crash now: the chain in the journal file redoes every commit at the next open.
+            try store.device.crash()
+            let restarted = try ScratchStore.restarted(at: root, replacing: store)
+            try restarted.device.unlock(passcode: "1234")
+            #expect(try restarted.contents(atPath: "/f") == content)
+            withExtendedLifetime(handle) {}
+        }
+    }
+
     @Test("the journal the last commit left goes when the file closes, also after the file moved")
     func journalGoesAtCloseAfterAMove() throws {
         try withScratchDirectory { root in
