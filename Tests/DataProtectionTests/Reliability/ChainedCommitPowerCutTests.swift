@@ -119,6 +119,7 @@ struct ChainedCommitPowerCutTests {
                 withExtendedLifetime((store, handle)) {}
             }
         }
+        print("CHAINED-POWER-CUTS \(series.name): \(series.steps.count) commits, \(cuts) power cuts (\(calls) calls x \(PowerCutTests.modes.count) modes)")
         #expect(cuts == calls * PowerCutTests.modes.count)
     }
 }

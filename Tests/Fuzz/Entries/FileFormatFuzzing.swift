@@ -10,7 +10,8 @@ import SystemPackage
 /// the fuzzer reach the code behind the MACs: every header slot that parses gets
 /// a valid wrap of a fixed file key for the class it states and a valid MAC; every
 /// whole chunk record is sealed in place for its index; a journal body gets the
-/// file's id, the newest slot's generation (one less for an odd-length body) and a valid MAC. Lengths, allocation,
+/// file's id, the newest slot's generation (one less for an odd-length body) and a valid MAC, and so does each
+/// whole body after it (a chain, §9.1). Lengths, allocation,
 /// generations, classes, chunk sizes, record counts and journal entries stay the
 /// fuzzer's. The file is then read whole, through a handle at several offsets, and stat'ed.
 enum FileFormatFuzzing {
@@ -42,14 +43,21 @@ enum FileFormatFuzzing {
         }
         if !journal.isEmpty {
             journal = Data(journal)
-            if let (_, end) = FileJournal.parse(journal), end < journal.count {
-                // A whole body with bytes after it: the MAC follows the body, the rest follows the
-                // MAC, as in a kept journal file written over a longer journal (ignored, §9.1).
-                let body = journal.prefix(end)
-                journal = body + BLAKE2b.mac(key: keys.macKey, [.data(body)]) + journal.subdata(in: end..<journal.count)
-            } else {
-                journal += BLAKE2b.mac(key: keys.macKey, [.data(journal)])
+            // Whole bodies one after another (up to 4): each gets its MAC after it, and those after
+            // the first the first's file id and base generation, so that they can form a chain
+            // (§9.1; the sequence numbers stay the fuzzer's). What follows the last whole body
+            // follows its MAC, as in a kept journal file written over a longer chain (ignored).
+            var rebuilt = Data()
+            var rest = journal
+            var bodies = 0
+            while bodies < 4, let (_, end) = FileJournal.parse(rest) {
+                var body = Data(rest.prefix(end))
+                if bodies > 0 { body.replaceSubrange(5..<29, with: journal.subdata(in: 5..<29)) }
+                rebuilt += body + BLAKE2b.mac(key: keys.macKey, [.data(body)])
+                rest = rest.subdata(in: end..<rest.count)
+                bodies += 1
             }
+            journal = bodies == 0 ? journal + BLAKE2b.mac(key: keys.macKey, [.data(journal)]) : rebuilt + rest
         }
         let journalPath = fixture.filePath.string + FileJournal.suffix
         do {
