@@ -312,11 +312,14 @@ extension OpenFile {
             forgetReads()
             throw error
         }
-        // The chunks just committed stay readable as committed, without opening their records
-        // again (SQLite's WAL regrows its last chunk at every commit); those of a direct write
-        // were sealed from the caller's data, not from what is cached for them.
+        // The last chunk, when partial, stays readable as committed, without opening its record
+        // again: the next append regrows it (SQLite's WAL at every commit). Not after a flush of
+        // a direct write: what is cached for the chunks of a large write is stale (they are sealed
+        // from the caller's data, in slices, and a later slice's chunk may be cached in this one).
+        // The others go back to the spares, for the next writes (a buffer kept costs a new one).
+        let partial = direct == nil && newLength % chunkSize != 0 ? newCount - 1 : nil
         for (index, entry) in cache {
-            if index < newCount, !(direct?.chunks.contains(index) ?? false) { keepRead(index, entry.buffer) } else { recycle(entry.buffer) }
+            if index == partial { keepRead(index, entry.buffer) } else { recycle(entry.buffer) }
         }
         cache.removeAll()
         if durable { releaseSpares() }
