@@ -71,13 +71,10 @@ struct CommittedFile {
     /// is written again (the same slot, the same generation) and made durable first.
     private var headerUncertain = false
 
-    /// Records the pending chain committed and that are not yet written in place, by index
-    /// (the newest of each): written when the chain ends (before the header that ends it) or
-    /// when they pass ``pendingByteLimit``. Reads see them (``readRecords(at:count:)``). A
-    /// record written by several commits of a chain (SQLite's WAL regrowing its last page) is
-    /// written in place once.
-    private var pendingRecords: [UInt64: Data] = [:]
-    private var pendingBytes = 0
+    /// The records the pending chain committed that are not yet written in place: written
+    /// before the header that ends the chain, or when they pass ``pendingByteLimit``; reads
+    /// see them (``readRecords(at:count:)``).
+    private var pending = PendingRecords()
 
     /// Commits in a chain before a header: each costs one `fsync` (its journal), and the
     /// checkpoint one more; a replay after a crash reads at most this many journals.
@@ -322,10 +319,8 @@ struct CommittedFile {
                         // (the records in memory, or in place once there are many). What lies past
                         // them is cut now, as at any commit at rest: a later header (an allocation)
                         // must find no record past what it allows.
-                        for entry in overwrites {
-                            pendingBytes += entry.record.count - (pendingRecords.updateValue(entry.record, forKey: entry.index)?.count ?? 0)
-                        }
-                        if pendingBytes > Self.pendingByteLimit { try writePendingRecords() }
+                        for entry in overwrites { pending.keep(entry.record, at: entry.index) }
+                        if pending.byteCount > Self.pendingByteLimit { try writePendingRecords() }
                         try cutStaleRecords(length: newLength, allocated: committedAllocation)
                         header.length = newLength
                         header.allocatedRecords = committedAllocation
@@ -502,39 +497,18 @@ struct CommittedFile {
     /// with the records a pending chain has not yet written in place laid over them (a record
     /// not yet on disk at all, past the physical end, included).
     func readRecords(at offset: Int64, count: Int) throws(DataProtectionError) -> Data {
-        var data = try file.read(at: offset, count: count)
-        guard !pendingRecords.isEmpty, count > 0 else { return data }
-        let stride = Int64(header.recordStride), base = header.recordOffset(0)
-        let end = offset + Int64(count)
-        let first = UInt64(max(0, offset - base) / stride), last = UInt64(max(0, end - 1 - base) / stride)
-        guard last >= first else { return data }
-        var covered = data.count  // in a row from the start of the request
-        for index in first...last {
-            guard let record = pendingRecords[index] else { continue }
-            let start = header.recordOffset(index)
-            let from = max(start, offset), to = min(start + Int64(record.count), end)
-            guard from < to else { continue }
-            if Int(to - offset) > data.count { data.append(Data(count: Int(to - offset) - data.count)) }
-            data.replaceSubrange(Int(from - offset)..<Int(to - offset), with: record[Int(from - start)..<Int(to - start)])
-            if Int(from - offset) <= covered { covered = max(covered, Int(to - offset)) }
-        }
-        // Past the physical end, only what pending records cover in a row from it is there.
-        return data.prefix(covered)
+        let data = try file.read(at: offset, count: count)
+        return pending.isEmpty ? data : pending.overlay(data, at: offset, count: count, header: header)
     }
 
     /// Writes the records a pending chain kept in memory in place (no `fsync`).
     private mutating func writePendingRecords() throws(DataProtectionError) {
-        guard !pendingRecords.isEmpty else { return }
-        for (index, record) in pendingRecords.sorted(by: { $0.key < $1.key }) {
-            try file.write(record, at: header.recordOffset(index))
-            pendingRecords[index] = nil
-        }
-        pendingBytes = 0
+        let file = self.file, header = self.header
+        try pending.write { (index, record) throws(DataProtectionError) in try file.write(record, at: header.recordOffset(index)) }
     }
 
     private mutating func dropPendingRecords() {
-        pendingRecords.removeAll()
-        pendingBytes = 0
+        pending.removeAll()
     }
 
     // MARK: - Steps

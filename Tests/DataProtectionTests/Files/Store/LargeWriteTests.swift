@@ -35,7 +35,7 @@ import Testing
     @Test(arguments: [10, 36] as [UInt64])
     func seededWritesMatchTheModel(seed: UInt64) throws {
         defer { try? FileManager.default.removeItem(at: directory) }
-        var generator = SeededGenerator(state: seed)
+        var generator = SeededGenerator(seed: seed)
         try matchTheModel(using: &generator)
     }
 
@@ -86,18 +86,6 @@ import Testing
         }
         try handle.close()
         #expect(try store.contents(atPath: "f") == model)
-    }
-
-    /// SplitMix64: a reproducible sequence for a seed.
-    struct SeededGenerator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
     }
 
     @Test func largeOverwriteOfCommittedContentThenReopen() throws {
