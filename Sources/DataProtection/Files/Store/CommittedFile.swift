@@ -157,7 +157,7 @@ struct CommittedFile {
         chainPending = false
         headerUnsynced = false
         headerUncertain = false
-        dropPendingRecords()  // the old file's
+        pending.removeAll()  // the old file's
         slot = 0
         slotMAC = Self.mac(of: header.encodedSlot(macKey: keys.macKey))
         allocatedAhead = false
@@ -170,7 +170,7 @@ struct CommittedFile {
     mutating func close(removingJournal: Bool = false) {
         let path = Self.journalPath(for: file.path)
         let remove = removingJournal && !unlinked && journalLeft && journal?.needed != true && !chainPending && !headerUnsynced
-        dropPendingRecords()  // a pending chain left for the next open redoes them
+        pending.removeAll()  // a pending chain left for the next open redoes them
         closeJournal()
         if remove { try? file.fileSystem.removeFile(at: path) }
         file.close()
@@ -192,7 +192,7 @@ struct CommittedFile {
         closeJournal()  // the journal is read from its path, and removed once settled
         journalLeft = false  // settled here, or needed by the next open
         chainPending = false
-        dropPendingRecords()  // the chain on disk redoes them
+        pending.removeAll()  // the chain on disk redoes them
         header = writtenHeader  // what the chain (if any) applies over
         let journalPath = Self.journalPath(for: file.path)
         if !unlinked,
@@ -387,7 +387,7 @@ struct CommittedFile {
     /// back to rest. The header alone commits: no record is needed by a length of zero, and
     /// whatever was written past the committed length since the last commit is dropped with it.
     mutating func empty(keys: FileKeys) throws(DataProtectionError) {
-        dropPendingRecords()  // no record is needed by a length of zero
+        pending.removeAll()  // no record is needed by a length of zero
         try writeHeader(length: 0, allocated: header.allocatedRecords, keys: keys)
         try synchronize()
         unsyncedWrites = false
@@ -412,8 +412,7 @@ struct CommittedFile {
             try sync()
         }
         if chainPending, let kept = journal, let chain {
-            contents.baseGeneration = header.generation
-            contents.sequence = chain.count + 1
+            contents.sequence = chain.count + 1  // on the base generation the caller gave it: no header since the chain began
             let encoded = contents.encoded(macKey: keys.macKey)
             if chain.end + encoded.count <= FileJournal.maximumByteCount(recordStride: header.recordStride) {
                 // A failure leaves the chain as it was (whatever was written after it is torn,
@@ -505,10 +504,6 @@ struct CommittedFile {
     private mutating func writePendingRecords() throws(DataProtectionError) {
         let file = self.file, header = self.header
         try pending.write { (index, record) throws(DataProtectionError) in try file.write(record, at: header.recordOffset(index)) }
-    }
-
-    private mutating func dropPendingRecords() {
-        pending.removeAll()
     }
 
     // MARK: - Steps
