@@ -95,7 +95,7 @@ final class StoreSQLiteStorage: SQLiteStorage {
             // Pages committed to the WAL and not yet checkpointed are read from it, at random
             // (up to about 4 MiB with SQLite's default checkpoint of 1000 pages).
             handle.reserveReadCache(bytes: Self.writeAheadLogReadCache)
-            return StoreSQLiteFile(handle: handle)
+            return StoreSQLiteFile(handle: handle, role: .writeAheadLog)
         case .superJournal, .temporary:
             let handle = try store.openFile(atPath: path, mode: mode, create: request.create, protection: try ProtectionChoice(databaseClass(of: path)))
             return StoreSQLiteFile(handle: handle)
@@ -167,6 +167,8 @@ final class StoreSQLiteFile: SQLiteStorageFile {
         case database(String, storage: StoreSQLiteStorage)
         /// A rollback journal: closing parks it for the next transaction (``KeptJournals``).
         case journal(String, storage: StoreSQLiteStorage)
+        /// A write-ahead log: its header written at offset 0 over older frames starts it anew.
+        case writeAheadLog
         case other
     }
 
@@ -183,8 +185,21 @@ final class StoreSQLiteFile: SQLiteStorageFile {
     }
 
     func write(_ data: Data, atOffset offset: UInt64) throws {
+        if case .writeAheadLog = role, offset == 0, data.count == Self.walHeaderByteCount, try handle.size() > offset + UInt64(data.count) {
+            // SQLite restarts its WAL (every frame is in the database, made durable by the
+            // checkpoint, and no reader uses one): it writes a new header (new salts) and then
+            // frames from the start, and never reads an older frame again (each is checked
+            // against the header's salts). The older frames go first, as SQLite's own
+            // `journal_size_limit` would drop them after the next commit: the frames that follow
+            // are appended, not laid over older chunks (each of which would be opened to keep
+            // the bytes a frame does not cover: frames of a page and 24 bytes straddle them).
+            try handle.truncate(atOffset: 0)
+        }
         try handle.write(contentsOf: data, atOffset: offset)
     }
+
+    /// The size of SQLite's WAL header (`WAL_HDRSIZE`), which it writes alone at offset 0.
+    static let walHeaderByteCount = 32
 
     func truncate(to size: UInt64) throws {
         try handle.truncate(atOffset: size)
@@ -208,7 +223,7 @@ final class StoreSQLiteFile: SQLiteStorageFile {
         case .database(let path, let storage):
             defer { storage.closeJournal(ofDatabase: path) }
             try handle.close()
-        case .other:
+        case .writeAheadLog, .other:
             try handle.close()
         }
     }

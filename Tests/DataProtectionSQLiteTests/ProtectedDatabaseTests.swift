@@ -67,6 +67,29 @@ import Testing
         }
     }
 
+    @Test("a WAL restarted by SQLite drops its older frames: the next frames are appended, and every row stays")
+    func restartedWriteAheadLogStartsEmpty() throws {
+        try withDatabaseStore { fixture in
+            let db = try ProtectedDatabase(atPath: "log.db", in: fixture.store, create: true, protection: .complete, journalMode: .wal)
+            try db.execute("PRAGMA wal_autocheckpoint=0; CREATE TABLE t(n INTEGER PRIMARY KEY, x BLOB)")
+            for n in 1...30 { try db.execute("INSERT INTO t VALUES (\(n), randomblob(3000))") }
+            let full = try fixture.store.attributesOfItem(atPath: "log.db-wal").size
+            #expect(full > 30 * 4096)
+            // Every frame copied into the database: the next commit writes its frames from the start.
+            let checkpoint = try db.query("PRAGMA wal_checkpoint(PASSIVE)").first?.values ?? []
+            #expect(checkpoint.count == 3 && checkpoint[0] == .integer(0) && checkpoint[1] == checkpoint[2], "not every frame copied: \(checkpoint)")
+            try db.execute("INSERT INTO t VALUES (31, randomblob(3000))")
+            let restarted = try fixture.store.attributesOfItem(atPath: "log.db-wal").size
+            #expect(restarted < 4 * 4120, "the WAL after its restart: \(restarted) bytes (before: \(full))")
+            #expect(try db.query("SELECT count(*) FROM t").first?.values == [.integer(31)])
+            db.close()
+            let again = try ProtectedDatabase(atPath: "log.db", in: fixture.store)
+            #expect(try again.query("SELECT count(*), min(n), max(n) FROM t").first?.values == [.integer(31), .integer(1), .integer(31)])
+            #expect(try again.query("PRAGMA integrity_check").first?.texts == ["ok"])
+            again.close()
+        }
+    }
+
     @Test func missingDatabaseIsFileNotFoundAndSQLErrorsKeepSQLitesCode() throws {
         try withDatabaseStore { fixture in
             expectCode(.fileNotFound) { _ = try ProtectedDatabase(atPath: "nowhere.db", in: fixture.store) }
