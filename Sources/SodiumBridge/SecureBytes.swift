@@ -43,8 +43,8 @@ package final class SecureBytes: @unchecked Sendable, CustomStringConvertible, C
 
     /// Buffers of `counts` bytes (each at least one), zeroed, in one secure allocation: one
     /// set of guard pages, one `mlock` and one `sodium_free` instead of one each (some ten
-    /// system calls per allocation). Each buffer is wiped by its own ``wipe()``; the whole
-    /// allocation is zeroed and freed when the last of them is released.
+    /// system calls per allocation). Each buffer is zeroed by its own ``wipe()`` and when it is
+    /// released; the whole allocation is zeroed again and freed when the last of them is.
     package static func allocatingTogether(_ counts: [Int]) -> [SecureBytes] {
         precondition(counts.allSatisfy { $0 > 0 }, "every part of a secure allocation holds at least one byte")
         let region = SecureBytes(count: counts.reduce(0, +))
@@ -123,8 +123,9 @@ package final class SecureBytes: @unchecked Sendable, CustomStringConvertible, C
     }
 
     deinit {
-        // A part's bytes are freed, zeroed, with its region.
-        if region == nil { sodium_free(pointer) }
+        // A part is zeroed now (its region may outlive it by long, kept by other parts), and
+        // freed with its region.
+        if region == nil { sodium_free(pointer) } else { sodium_memzero(pointer, count) }
     }
 
     /// Fills the bytes from libsodium's CSPRNG (`randombytes_buf`).

@@ -90,6 +90,20 @@ struct SecureBytesTests {
         #expect(SecureBytes.random(count: 0).count == 0)
     }
 
+    @Test("a part released while its allocation lives on (kept by another part) is zeroed at once")
+    func releasedPartIsZeroed() {
+        var parts: [SecureBytes]? = SecureBytes.allocatingTogether([64, 64])
+        let kept = parts![1]
+        parts![0].randomize()
+        #expect(!parts![0].isZero)
+        // Where the released part lies: still mapped, the allocation being kept by `kept`.
+        let address = parts![0].withUnsafeBytes { UInt(bitPattern: $0.baseAddress) }
+        parts = nil
+        let released = UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: address), count: 64)
+        #expect(released.allSatisfy { $0 == 0 }, "a released part's bytes lingered in its allocation")
+        withExtendedLifetime(kept) {}
+    }
+
     @Test("buffers allocated together are independent: each wipes only itself and outlives the others")
     func allocatedTogether() {
         var parts: [SecureBytes]? = SecureBytes.allocatingTogether([32, 16, 32])
