@@ -53,43 +53,47 @@ final class SQLiteSharedMemory: Sendable {
     /// `xShmLock`: `false` when another holder is in the way (`SQLITE_BUSY`).
     func lock(_ path: String, holding: inout Holding, holder: ObjectIdentifier, offset: Int, count: Int, flags: Int32) -> Bool {
         segments.withLock { segments in
-            guard var segment = segments[path] else { return false }
-            defer { segments[path] = segment }
-            let slots = offset..<(offset + count)
-            if flags & SQLITE_SHM_UNLOCK != 0 {
-                for slot in slots {
-                    let bit = UInt8(1) << slot
-                    if holding.shared & bit != 0 { segment.sharedCounts[slot] -= 1; holding.shared &= ~bit }
-                    if holding.exclusive & bit != 0 { segment.exclusiveHolders[slot] = nil; holding.exclusive &= ~bit }
-                }
-                return true
-            }
-            if flags & SQLITE_SHM_SHARED != 0 {
-                for slot in slots {
-                    let bit = UInt8(1) << slot
-                    guard holding.shared & bit == 0 else { continue }
-                    if let other = segment.exclusiveHolders[slot], other != holder { return false }
-                }
-                for slot in slots {
-                    let bit = UInt8(1) << slot
-                    guard holding.shared & bit == 0 else { continue }
-                    segment.sharedCounts[slot] += 1
-                    holding.shared |= bit
-                }
-                return true
-            }
+            guard segments[path] != nil else { return false }
+            // In place (`!` on the subscript): a copy taken out and stored back would copy the
+            // lock arrays at each of the several calls a transaction makes.
+            return Self.lock(&segments[path]!, holding: &holding, holder: holder, slots: offset..<(offset + count), flags: flags)
+        }
+    }
+
+    private static func lock(_ segment: inout Segment, holding: inout Holding, holder: ObjectIdentifier, slots: Range<Int>, flags: Int32) -> Bool {
+        if flags & SQLITE_SHM_UNLOCK != 0 {
             for slot in slots {
                 let bit = UInt8(1) << slot
-                if let other = segment.exclusiveHolders[slot], other != holder { return false }
-                let mine = holding.shared & bit != 0 ? 1 : 0
-                if segment.sharedCounts[slot] - mine > 0 { return false }
-            }
-            for slot in slots {
-                segment.exclusiveHolders[slot] = holder
-                holding.exclusive |= UInt8(1) << slot
+                if holding.shared & bit != 0 { segment.sharedCounts[slot] -= 1; holding.shared &= ~bit }
+                if holding.exclusive & bit != 0 { segment.exclusiveHolders[slot] = nil; holding.exclusive &= ~bit }
             }
             return true
         }
+        if flags & SQLITE_SHM_SHARED != 0 {
+            for slot in slots {
+                let bit = UInt8(1) << slot
+                guard holding.shared & bit == 0 else { continue }
+                if let other = segment.exclusiveHolders[slot], other != holder { return false }
+            }
+            for slot in slots {
+                let bit = UInt8(1) << slot
+                guard holding.shared & bit == 0 else { continue }
+                segment.sharedCounts[slot] += 1
+                holding.shared |= bit
+            }
+            return true
+        }
+        for slot in slots {
+            let bit = UInt8(1) << slot
+            if let other = segment.exclusiveHolders[slot], other != holder { return false }
+            let mine = holding.shared & bit != 0 ? 1 : 0
+            if segment.sharedCounts[slot] - mine > 0 { return false }
+        }
+        for slot in slots {
+            segment.exclusiveHolders[slot] = holder
+            holding.exclusive |= UInt8(1) << slot
+        }
+        return true
     }
 
     /// `xShmBarrier`: taking and releasing the lock is a full memory barrier.

@@ -40,6 +40,17 @@ package enum BLAKE2b {
         return output
     }
 
+    /// Keyed BLAKE2b of public bytes gathered in an array (a journal's body), hashed where they lie.
+    package static func mac(byteCount: Int = 32, key: SecureBytes, bytes: [UInt8]) -> Data {
+        Sodium.ensureInitialized()
+        var output = Data(count: byteCount)
+        output.withUnsafeMutableBytes { out in
+            precondition(out.count >= minimumByteCount && out.count <= maximumByteCount, "BLAKE2b output size out of range")
+            bytes.withUnsafeBytes { m in digest(into: out, key: key, message: m) }
+        }
+        return output
+    }
+
     /// Unkeyed BLAKE2b of the concatenated parts (fingerprints of public data).
     package static func hash(byteCount: Int = 32, _ parts: [Part]) -> Data {
         var output = Data(count: byteCount)
@@ -58,6 +69,11 @@ package enum BLAKE2b {
         // and hash in one call, so no hash state holding key material outlives this call.
         // Public parts only (identifiers, labels, header fields, names the caller holds in a
         // `String` anyway): the message needs no secure memory.
+        if parts.count == 1, case .data(let data) = parts[0] {
+            // One public part (a journal's body: thousands of bytes), hashed where it lies.
+            data.withUnsafeBytes { m in digest(into: out, key: key, message: m) }
+            return
+        }
         if !parts.contains(where: { if case .secret = $0 { true } else { false } }) {
             var message: [UInt8] = []
             for part in parts {

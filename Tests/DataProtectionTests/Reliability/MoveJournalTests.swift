@@ -21,10 +21,11 @@ struct MoveJournalTests {
         try handle.synchronize()
         crashing.arm(crashAt: nil)
         try handle.close()
-        // The checkpoint at close: the overwrites of chunks 0 and 1 in place, then the header (cut there).
+        // The checkpoint at close: the overwrites of chunks 0 and 1 in place (one run), then the
+        // header (cut there), then its `fsync`.
         let steps = crashing.log
-        #expect(steps.prefix(3).allSatisfy { $0.contains("write") }, "the checkpoint's calls: \(steps)")
-        let cut = 3
+        let cut = steps.firstIndex { !$0.contains("write") } ?? 0
+        #expect(cut >= 2 && steps.prefix(cut).allSatisfy { $0.contains("write") }, "the checkpoint's calls: \(steps)")
         var new = old
         new.replaceSubrange(100..<20_000, with: patternBytes(30_000, seed: 2).prefix(19_900))
         new.append(patternBytes(30_000, seed: 2).suffix(10_100))

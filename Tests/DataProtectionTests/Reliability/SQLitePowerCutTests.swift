@@ -15,13 +15,23 @@ struct SQLitePowerCutTests {
     /// A store on `fileSystem` holding `/db/app.db` (class `complete`) with one committed row.
     /// In the rollback-journal mode the connection keeps the journal its commits emptied
     /// (the transaction under test refills it), unless `freshJournal`: the database is then
-    /// opened again, and the transaction creates its journal.
-    static func prepare(_ root: URL, _ fileSystem: any FileSystem, wal: Bool, freshJournal: Bool = false) throws -> (ProtectedStore, ProtectedDatabase) {
+    /// opened again, and the transaction creates its journal. With `restart` (WAL mode), the WAL
+    /// holds frames that a checkpoint copied into the database: the transaction's first frame
+    /// restarts it (SQLite writes a new WAL header, and the store drops the older frames).
+    static func prepare(_ root: URL, _ fileSystem: any FileSystem, wal: Bool, freshJournal: Bool = false,
+                        restart: Bool = false) throws -> (ProtectedStore, ProtectedDatabase) {
         let store = try ScratchStore.unlocked(at: root, on: fileSystem, passcode: passcode)
         var database = try ProtectedDatabase(atPath: "/db/app.db", in: store, create: true, protection: .complete,
                                              journalMode: wal ? .wal : .rollback)
         try database.execute("PRAGMA synchronous=FULL; PRAGMA cache_size=4")
         try database.execute("CREATE TABLE t(n INTEGER PRIMARY KEY, payload BLOB NOT NULL); INSERT INTO t VALUES (0, zeroblob(10))")
+        if restart {
+            for n in 1...8 { try database.execute("INSERT INTO t VALUES (\(-n), randomblob(900))") }
+            let checkpoint = try database.query("PRAGMA wal_checkpoint(PASSIVE)").first?.values ?? []
+            guard checkpoint.count == 3, checkpoint[0] == .integer(0), checkpoint[1] == checkpoint[2] else {
+                throw DataProtectionError(.ioFailure, "the checkpoint left frames: \(checkpoint)")
+            }
+        }
         if freshJournal {
             database.close()
             guard !store.fileExists(atPath: "/db/app.db-journal") else { throw DataProtectionError(.fileExists, "a journal is left") }
@@ -31,30 +41,42 @@ struct SQLitePowerCutTests {
         return (store, database)
     }
 
-    /// The transaction under test: enough rows to spill pages into the database file before the commit.
-    static func transaction(_ database: ProtectedDatabase) throws(DataProtectionError) {
+    /// The transaction under test: enough rows to spill pages into the database file before the
+    /// commit (40: some ten pages, which a WAL commit journals whole; 400: some hundred, which
+    /// it writes in place after an allocating header).
+    static func transaction(_ database: ProtectedDatabase, rows: Int = 40) throws(DataProtectionError) {
         try database.execute("""
             BEGIN;
-            WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 40)
+            WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < \(rows))
             INSERT INTO t SELECT n, randomblob(900) FROM c;
             COMMIT
             """)
     }
 
     @Test("a power cut at every mutating call of a commit",
-          arguments: [(wal: false, freshJournal: false), (wal: false, freshJournal: true), (wal: true, freshJournal: false)])
-    func powerCutAtEveryStep(wal: Bool, freshJournal: Bool) throws {
+          arguments: [(wal: false, freshJournal: false, restart: false, rows: 40), (wal: false, freshJournal: true, restart: false, rows: 40),
+                      (wal: true, freshJournal: false, restart: false, rows: 40), (wal: true, freshJournal: false, restart: false, rows: 400),
+                      (wal: true, freshJournal: false, restart: true, rows: 40)])
+    func powerCutAtEveryStep(wal: Bool, freshJournal: Bool, restart: Bool, rows: Int) throws {
         let counter = CrashingFileSystem(mode: .keepEverything)
         let root = IOFaultTests.scratch()
         defer { try? FileManager.default.removeItem(at: root) }
-        let (store, database) = try Self.prepare(root, counter, wal: wal, freshJournal: freshJournal)
+        let (store, database) = try Self.prepare(root, counter, wal: wal, freshJournal: freshJournal, restart: restart)
+        let summary = "SELECT count(*), min(n), max(n) FROM t"
+        let before = try database.query(summary).first?.values
+        let walBefore = restart ? try store.attributesOfItem(atPath: "/db/app.db-wal").size : 0
         counter.arm(crashAt: nil)
-        try Self.transaction(database)
+        try Self.transaction(database, rows: rows)
         let steps = counter.operations
-        #expect(try database.query("SELECT count(*) FROM t").first?.values == [.integer(41)])
+        let after = try database.query(summary).first?.values
+        #expect(after?.first == .integer(Int64(1 + rows + (restart ? 8 : 0))))
+        if restart {
+            let walAfter = try store.attributesOfItem(atPath: "/db/app.db-wal").size
+            #expect(walAfter < walBefore, "the WAL was not started anew: \(walBefore) bytes, then \(walAfter)")
+        }
         database.close()
         withExtendedLifetime(store) {}
-        #expect(steps > 5, "the commit makes many mutating calls")
+        #expect(steps >= 2, "the commit makes mutating calls")
 
         var outcomes = (old: 0, new: 0)
         for mode in PowerCutTests.modes {
@@ -62,10 +84,10 @@ struct SQLitePowerCutTests {
                 let fileSystem = CrashingFileSystem(mode: mode)
                 let root = IOFaultTests.scratch()
                 defer { try? FileManager.default.removeItem(at: root) }
-                let (store, database) = try Self.prepare(root, fileSystem, wal: wal, freshJournal: freshJournal)
+                let (store, database) = try Self.prepare(root, fileSystem, wal: wal, freshJournal: freshJournal, restart: restart)
                 fileSystem.arm(crashAt: step)
-                _ = try? Self.transaction(database)
-                let context = "\(wal ? "WAL" : freshJournal ? "rollback journal, created" : "rollback journal, kept"), \(mode), power cut at step \(step) of \(steps)"
+                _ = try? Self.transaction(database, rows: rows)
+                let context = "\(Self.name(wal: wal, freshJournal: freshJournal, restart: restart, rows: rows)), \(mode), power cut at step \(step) of \(steps)"
                 guard fileSystem.hasCrashed else {
                     Issue.record("\(context): no crash")
                     continue
@@ -75,21 +97,25 @@ struct SQLitePowerCutTests {
                 try restarted.device.unlock(passcode: Self.passcode)
                 let reopened = try ProtectedDatabase(atPath: "/db/app.db", in: restarted)
                 #expect(try reopened.query("PRAGMA integrity_check").first?.texts == ["ok"], "\(context)")
-                let rows = try reopened.query("SELECT count(*), min(n), max(n) FROM t").first?.values
+                let rows = try reopened.query(summary).first?.values
                 switch rows {
-                case [.integer(1), .integer(0), .integer(0)]?: outcomes.old += 1
-                case [.integer(41), .integer(0), .integer(40)]?: outcomes.new += 1
+                case before: outcomes.old += 1
+                case after: outcomes.new += 1
                 default: Issue.record("\(context): the table holds \(String(describing: rows)), neither before nor after the commit")
                 }
                 reopened.close()
             }
         }
-        print("SQLITE-POWER-CUTS \(wal ? "WAL" : freshJournal ? "rollback journal, created" : "rollback journal, kept"): \(steps) steps x \(PowerCutTests.modes.count) modes: \(outcomes.old) rolled back, \(outcomes.new) committed, integrity_check ok every time")
+        print("SQLITE-POWER-CUTS \(Self.name(wal: wal, freshJournal: freshJournal, restart: restart, rows: rows)): \(steps) steps x \(PowerCutTests.modes.count) modes: \(outcomes.old) rolled back, \(outcomes.new) committed, integrity_check ok every time")
         // In both modes the commit point is the last call of all: in WAL mode the `fsync` of the WAL's store
         // journal (the commit chained, its header and records in place left for the checkpoint), in
         // rollback-journal mode the journal's removal (or emptying) made durable. A cut there keeps the old
         // rows, or (pages torn at random) the new ones; a cut anywhere else keeps the old.
         #expect(outcomes.old > 0)
         #expect(outcomes.old + outcomes.new == steps * PowerCutTests.modes.count)
+    }
+
+    static func name(wal: Bool, freshJournal: Bool, restart: Bool, rows: Int) -> String {
+        (wal ? (restart ? "WAL, restarted" : "WAL") : freshJournal ? "rollback journal, created" : "rollback journal, kept") + ", \(rows) rows"
     }
 }

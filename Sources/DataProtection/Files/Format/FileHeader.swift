@@ -9,6 +9,8 @@ import SodiumBridge
 /// Byte layout: `Keys/file-format.md`, "Header".
 package struct FileHeader: Sendable, Hashable {
     static let magic = Data("DPFH".utf8)
+    /// The label that starts a chunk's associated data.
+    private static let chunkLabel = Data("DPFC".utf8)
     static let version: UInt8 = 1
     /// The stride of the slots: slot `i` starts at `i * 512`.
     package static let slotByteCount = 512
@@ -159,7 +161,7 @@ package struct FileHeader: Sendable, Hashable {
     /// The associated data of chunk `index`: `"DPFC" || file id || index (u64 LE)`.
     package func chunkAssociatedData(_ index: UInt64) -> Data {
         var writer = ByteWriter(capacity: 28)
-        writer.append(Data("DPFC".utf8))
+        writer.append(Self.chunkLabel)
         writer.append(fileID)
         writer.append(index)
         return writer.data

@@ -23,9 +23,9 @@ package struct FileJournal: Sendable {
     }
 
     /// The most entries a journal may hold (`Keys/file-format.md` §9.1). The reference writer
-    /// writes at most 138: a flush overwrites the committed chunks of its cache (at most 96)
+    /// writes at most 194: a flush overwrites the committed chunks of its cache (at most 96)
     /// or of one direct write (64 with the cache's 65), and the old last partial chunk; a
-    /// journaled growth adds at most ``OpenFile/journaledGrowthLimit`` new records.
+    /// journaled growth adds at most ``OpenFile/journaledGrowthLimit`` new records (64).
     static let maximumEntries = 256
 
     /// The most journals a chain may hold (`Keys/file-format.md` §9.1): a reader stops there.
@@ -35,8 +35,12 @@ package struct FileJournal: Sendable {
     /// size when `nil`), a whole chain included: a longer file is refused unread.
     static func maximumByteCount(recordStride: Int?) -> Int {
         let stride = recordStride ?? (1 << 20) + ChunkRecords.overhead
-        return 53 + maximumEntries * (12 + stride) + 32
+        return fixedByteCount + maximumEntries * (12 + stride) + 32
     }
+
+    /// The bytes of a (version 2) journal before its entries: magic, version, file id, base
+    /// generation, sequence number, length, allocated records, entry count.
+    static let fixedByteCount = 4 + 1 + 16 + 8 + 4 + 8 + 8 + 4
 
     var fileID: Data
     /// The header generation the journal applies on top of.
@@ -48,7 +52,7 @@ package struct FileJournal: Sendable {
     var entries: [Entry]
 
     func encoded(macKey: SecureBytes) -> Data {
-        var writer = ByteWriter(capacity: 64 + entries.reduce(0) { $0 + 12 + $1.record.count })
+        var writer = ByteWriter(capacity: Self.fixedByteCount + 32 + entries.reduce(0) { $0 + 12 + $1.record.count })
         writer.append(Self.magic)
         writer.append(Self.version)
         writer.append(fileID)
@@ -62,7 +66,7 @@ package struct FileJournal: Sendable {
             writer.append(UInt32(entry.record.count))
             writer.append(entry.record)
         }
-        writer.append(BLAKE2b.mac(key: macKey, [.data(writer.data)]))
+        writer.append(BLAKE2b.mac(key: macKey, bytes: writer.bytes))
         return writer.data
     }
 

@@ -86,6 +86,8 @@ struct CommittedFile {
     /// The descriptor of a kept journal file and what it holds.
     private struct KeptJournal {
         let descriptor: FileDescriptor
+        /// Where it is (the file's path and the suffix: kept, not rebuilt at each commit).
+        let path: FilePath
         /// A commit needs it: from the instant it is durable until that commit (or its
         /// recovery) has finished. A needed journal is never removed.
         var needed: Bool
@@ -181,7 +183,7 @@ struct CommittedFile {
         chain = nil
         guard let kept = journal else { return }
         journal = nil
-        try? file.fileSystem.close(kept.descriptor, path: Self.journalPath(for: file.path))
+        try? file.fileSystem.close(kept.descriptor, path: kept.path)
     }
 
     // MARK: - Recovery
@@ -296,7 +298,7 @@ struct CommittedFile {
         let oldCount = header.records(forLength: oldLength)
         let newCount = header.records(forLength: newLength)
         let committedAllocation = newLength >= oldLength ? newCount : allocated
-        let journalPath = Self.journalPath(for: file.path)
+        let journalPath = journal?.path ?? Self.journalPath(for: file.path)
         var journalDurable = false
         do throws(DataProtectionError) {
             if !overwrites.isEmpty {
@@ -456,7 +458,7 @@ struct CommittedFile {
             try? fileSystem.removeFile(at: path)
             throw error
         }
-        journal = KeptJournal(descriptor: descriptor, needed: true)
+        journal = KeptJournal(descriptor: descriptor, path: path, needed: true)
         chain = (1, encoded.count)
     }
 
@@ -503,7 +505,9 @@ struct CommittedFile {
     /// Writes the records a pending chain kept in memory in place (no `fsync`).
     private mutating func writePendingRecords() throws(DataProtectionError) {
         let file = self.file, header = self.header
-        try pending.write { (index, record) throws(DataProtectionError) in try file.write(record, at: header.recordOffset(index)) }
+        try pending.write(stride: header.recordStride) { (index, records) throws(DataProtectionError) in
+            try file.write(records, at: header.recordOffset(index))
+        }
     }
 
     // MARK: - Steps

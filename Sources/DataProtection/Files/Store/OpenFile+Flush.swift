@@ -136,8 +136,13 @@ extension OpenFile {
     }
 
     /// A growth by at most this many records goes through the journal when it needs one anyway
-    /// or would need an allocating header (each record is then written twice).
-    static let journaledGrowthLimit = 8
+    /// or would need an allocating header (each record is then written twice, and two or three
+    /// `fsync`s are saved: the allocating header's, the records' before the journal, and a
+    /// pending chain's before that header): 256 KiB of records, and at least 8 (64 records of
+    /// 4 KiB, a SQLite WAL commit of some 60 pages; 16 of 16 KiB).
+    var journaledGrowthLimit: Int { max(Self.journaledGrowthMinimum, Self.journaledGrowthBytes >> Int(header.chunkShift)) }
+    static let journaledGrowthBytes = 256 << 10
+    static let journaledGrowthMinimum = 8
 
     /// Growths of at least this many records (64 MiB of 16 KiB chunks) check the free space first.
     static let spaceCheckRecords: UInt64 = 4096
@@ -222,7 +227,7 @@ extension OpenFile {
         // no `fsync` of the records before the journal, and the commit chained (one `fsync`;
         // Keys/file-format.md §8.2, "Journaled growth", "Chained commits"). Not with records of
         // an earlier deferred append on disk, which the journal's length would commit.
-        let journaledGrowth = !deferred && !disk.unlinked && appended > 0 && appended <= Self.journaledGrowthLimit
+        let journaledGrowth = !deferred && !disk.unlinked && appended > 0 && appended <= journaledGrowthLimit
             && recordedLength == oldLength && !disk.allocatedAhead
             && (!committedChanges.isEmpty || allocated > header.allocatedRecords || durable)
         if allocated > header.allocatedRecords && !journaledGrowth {
@@ -260,7 +265,7 @@ extension OpenFile {
         func process(_ index: UInt64) throws(DataProtectionError) {
             let length = header.chunkLength(index, length: newLength)
             if index < oldCount || journaledGrowth {
-                var record = Data(count: length + ChunkRecords.overhead)
+                var record = Data(uninitializedCount: length + ChunkRecords.overhead)  // sealed over whole
                 try seal(index, length: length, into: &record, at: 0)
                 overwrites.append(FileJournal.Entry(index: index, record: record))
                 return

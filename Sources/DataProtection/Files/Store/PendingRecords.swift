@@ -41,15 +41,37 @@ struct PendingRecords {
         return data.prefix(covered)
     }
 
-    /// Hands each record to `write`, in index order, and forgets it once written: after a
-    /// failure the records not yet written are still kept.
-    mutating func write(_ write: (UInt64, Data) throws(DataProtectionError) -> Void) throws(DataProtectionError) {
-        for (index, record) in records.sorted(by: { $0.key < $1.key }) {
-            try write(index, record)
-            records[index] = nil
-            byteCount -= record.count
+    /// Hands the records to `write` in index order, each run of consecutive whole records
+    /// (`stride` bytes each but the run's last, so its bytes lie in a row on disk) as one piece
+    /// of at most ``runByteLimit`` bytes with the index of its first: one `pwrite` per run, not
+    /// per record (a chain of SQLite WAL commits leaves hundreds in a row). Each run's records
+    /// are forgotten once it is written: after a failure the records not yet written are kept.
+    mutating func write(stride: Int, _ write: (UInt64, Data) throws(DataProtectionError) -> Void) throws(DataProtectionError) {
+        let sorted = records.keys.sorted()
+        var next = 0
+        while next < sorted.count {
+            var end = next + 1
+            var runBytes = records[sorted[next]]!.count
+            while end < sorted.count, sorted[end] == sorted[end - 1] + 1, records[sorted[end - 1]]!.count == stride,
+                  runBytes + records[sorted[end]]!.count <= Self.runByteLimit {
+                runBytes += records[sorted[end]]!.count
+                end += 1
+            }
+            let run = sorted[next..<end]
+            if run.count == 1 {
+                try write(sorted[next], records[sorted[next]]!)
+            } else {
+                var bytes = Data(capacity: runBytes)
+                for index in run { bytes.append(records[index]!) }
+                try write(sorted[next], bytes)
+            }
+            for index in run { byteCount -= records.removeValue(forKey: index)!.count }
+            next = end
         }
     }
+
+    /// The most bytes written by one call of ``write(stride:_:)``'s `write`.
+    static let runByteLimit = 1 << 20
 
     mutating func removeAll() {
         records.removeAll()

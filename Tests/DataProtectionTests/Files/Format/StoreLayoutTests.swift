@@ -84,7 +84,7 @@ struct StoreLayoutTests {
             let original = FormatSpecSlot(try Data(contentsOf: plansURL).prefix(512))
             let handle = try store.openFile(atPath: "Documents/Secret Plans.txt")
             try handle.write(contentsOf: Data(repeating: 0xAB, count: 10), atOffset: 100)
-            let appended = Self.content(150_000, seed: 5)
+            let appended = Self.content(300_000, seed: 5)  // 19 records: past a journaled growth's 256 KiB
             try handle.write(contentsOf: appended, atOffset: UInt64(files[0].content.count))
             try handle.synchronize()
             try handle.close()
@@ -96,7 +96,7 @@ struct StoreLayoutTests {
             #expect(opening.current?.slot == 0 && opening.current?.header.generation == 3,
                     "allocation header (generation 2, slot 1), then the commit (generation 3, slot 0)")
             let previous = FormatSpecSlot(raw.subdata(in: 512..<1024))
-            #expect(previous.generation == 2 && previous.length == 3 * 16384 + 1000 && previous.allocated == 13,
+            #expect(previous.generation == 2 && previous.length == 3 * 16384 + 1000 && previous.allocated == 22,
                     "slot 1: the old length with the new allocation")
             #expect(previous.fileID == original.fileID && previous.wrappedKey == original.wrappedKey,
                     "a flush does not rewrap the file key")

@@ -68,6 +68,30 @@ import Testing
         }
     }
 
+    @Test("a growth of up to 256 KiB of records that changes a committed chunk: one fsync; the chain's records go in place a run per write")
+    func largerGrowthIsJournaledAndWrittenInRuns() throws {
+        try withScratchDirectory { root in
+            let (fileSystem, store, handle, prepared) = try Self.prepare(root)
+            var content = prepared
+            let syncs = fileSystem.syncs
+            // Regrows the last partial chunk and appends 15 records (16 KiB chunks: 16 is the most).
+            let tail = patternBytes(15 * 16_384, seed: 5)
+            try handle.write(contentsOf: tail, atOffset: UInt64(content.count))
+            try handle.synchronize()
+            content.append(tail)
+            #expect(fileSystem.syncs - syncs == 1, "the journal's fsync alone: no allocating header, no fsync of records before it")
+            #expect(try handle.read(atOffset: 0, upToCount: content.count) == content)
+            // The chain's records (chunk 0 from the first commit, chunks 3-18 from this one) go in
+            // place at the checkpoint in two runs, then the header.
+            let writes = fileSystem.dataWrites
+            try handle.close()
+            #expect(fileSystem.dataWrites - writes == 3, "two runs of records and the header")
+            let size = fileSystem.dataFiles.compactMap { try? FileManager.default.attributesOfItem(atPath: $0)[.size] as? Int }.max()
+            #expect(size == DeferredAppendTests.physicalSize(content.count), "at rest: exactly the committed records")
+            #expect(try store.contents(atPath: "/f") == content)
+        }
+    }
+
     @Test("a chain's records wait in memory: the file on disk is untouched until the checkpoint; reads and a crash see every commit")
     func chainedRecordsWaitForTheCheckpoint() throws {
         try withScratchDirectory { root in
