@@ -48,44 +48,27 @@ import Testing
         }
     }
 
-    @Test("a small growth that changes a committed chunk: through the journal whole, one fsync, the file at rest")
-    func smallGrowthIsJournaled() throws {
+    @Test("a growth of up to 256 KiB of records that changes a committed chunk: through the journal whole, one fsync; at the checkpoint a run of records per write; the file at rest",
+          arguments: [20_000, 15 * 16_384])
+    func growthIsJournaled(bytes: Int) throws {
         try withScratchDirectory { root in
             let (fileSystem, store, handle, prepared) = try Self.prepare(root)
             var content = prepared
             let syncs = fileSystem.syncs
-            // Regrows the last partial chunk (committed) and appends two more: no allocating header.
-            let tail = patternBytes(20_000, seed: 2)
+            // Regrows the last partial chunk (committed) and appends 2 or 15 records (16 KiB chunks:
+            // 16 is the most): no allocating header, no `fsync` of the records before the journal.
+            let tail = patternBytes(bytes, seed: 2)
             try handle.write(contentsOf: tail, atOffset: UInt64(content.count))
             try handle.synchronize()
             content.append(tail)
-            #expect(fileSystem.syncs - syncs == 1, "the journal's fsync: the commit is chained")
-            try handle.close()
-            // The store's largest file is /f's.
-            let size = fileSystem.dataFiles.compactMap { try? FileManager.default.attributesOfItem(atPath: $0)[.size] as? Int }.max()
-            #expect(size == DeferredAppendTests.physicalSize(content.count), "at rest: exactly the committed records")
-            #expect(try store.contents(atPath: "/f") == content)
-        }
-    }
-
-    @Test("a growth of up to 256 KiB of records that changes a committed chunk: one fsync; the chain's records go in place a run per write")
-    func largerGrowthIsJournaledAndWrittenInRuns() throws {
-        try withScratchDirectory { root in
-            let (fileSystem, store, handle, prepared) = try Self.prepare(root)
-            var content = prepared
-            let syncs = fileSystem.syncs
-            // Regrows the last partial chunk and appends 15 records (16 KiB chunks: 16 is the most).
-            let tail = patternBytes(15 * 16_384, seed: 5)
-            try handle.write(contentsOf: tail, atOffset: UInt64(content.count))
-            try handle.synchronize()
-            content.append(tail)
-            #expect(fileSystem.syncs - syncs == 1, "the journal's fsync alone: no allocating header, no fsync of records before it")
+            #expect(fileSystem.syncs - syncs == 1, "the journal's fsync alone: the commit is chained")
             #expect(try handle.read(atOffset: 0, upToCount: content.count) == content)
-            // The chain's records (chunk 0 from the first commit, chunks 3-18 from this one) go in
+            // The chain's records (chunk 0 from the first commit, chunks 3 on from this one) go in
             // place at the checkpoint in two runs, then the header.
             let writes = fileSystem.dataWrites
             try handle.close()
             #expect(fileSystem.dataWrites - writes == 3, "two runs of records and the header")
+            // The store's largest file is /f's.
             let size = fileSystem.dataFiles.compactMap { try? FileManager.default.attributesOfItem(atPath: $0)[.size] as? Int }.max()
             #expect(size == DeferredAppendTests.physicalSize(content.count), "at rest: exactly the committed records")
             #expect(try store.contents(atPath: "/f") == content)
