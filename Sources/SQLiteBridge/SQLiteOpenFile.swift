@@ -199,7 +199,7 @@ private let fileShmLock: @convention(c) (UnsafeMutablePointer<sqlite3_file>?, In
         let status = open.checkAccess(failing: SQLiteResultCode.ioErrorShmLock)
         guard status == SQLITE_OK else { return status }
     }
-    let granted = open.vfs.sharedMemory.lock(open.lockKey, holding: &open.sharedMemory, holder: open.holder,
+    let granted = open.vfs.sharedMemory.lock(holding: &open.sharedMemory, holder: open.holder,
                                              offset: Int(offset), count: Int(count), flags: flags)
     return granted ? SQLITE_OK : SQLITE_BUSY
 }

@@ -6,8 +6,9 @@ import SodiumBridge
 /// lives while a connection to the database has it mapped and is rebuilt by SQLite from
 /// the WAL (its "recovery") when the first connection maps it again.
 final class SQLiteSharedMemory: Sendable {
-    /// The regions and locks of one database.
-    private struct Segment {
+    /// The regions and locks of one database. Reached only under ``segments``' lock (hence
+    /// `@unchecked Sendable`), from the table or from the ``Holding`` of a file that maps it.
+    fileprivate final class Segment: @unchecked Sendable {
         var regions: [Region] = []
         var users = 0
         var sharedCounts = [Int](repeating: 0, count: Int(SQLITE_SHM_NLOCK))
@@ -15,14 +16,16 @@ final class SQLiteSharedMemory: Sendable {
     }
 
     /// A zeroed region that never moves while mapped.
-    private struct Region: @unchecked Sendable {
+    fileprivate struct Region: @unchecked Sendable {
         let base: UnsafeMutableRawPointer
         let size: Int
     }
 
-    /// What one open file holds of its segment's locks.
+    /// What one open file holds of its segment's locks, and the segment while it maps it (a
+    /// transaction's half a dozen `xShmLock`s then find it without hashing the path).
     struct Holding {
-        var mapped = false
+        fileprivate var segment: Segment?
+        var mapped: Bool { segment != nil }
         var shared: UInt8 = 0
         var exclusive: UInt8 = 0
     }
@@ -33,11 +36,14 @@ final class SQLiteSharedMemory: Sendable {
     /// it does not exist and may not be made.
     func map(_ path: String, holding: inout Holding, index: Int, size: Int, extend: Bool) -> UnsafeMutableRawPointer? {
         segments.withLock { segments in
-            var segment = segments[path, default: Segment()]
-            defer { segments[path] = segment }
-            if !holding.mapped {
-                holding.mapped = true
+            let segment: Segment
+            if let mapped = holding.segment {
+                segment = mapped
+            } else {
+                segment = segments[path] ?? Segment()
+                segments[path] = segment
                 segment.users += 1
+                holding.segment = segment
             }
             if index < segment.regions.count { return segment.regions[index].base }
             guard extend else { return nil }
@@ -50,17 +56,16 @@ final class SQLiteSharedMemory: Sendable {
         }
     }
 
-    /// `xShmLock`: `false` when another holder is in the way (`SQLITE_BUSY`).
-    func lock(_ path: String, holding: inout Holding, holder: ObjectIdentifier, offset: Int, count: Int, flags: Int32) -> Bool {
-        segments.withLock { segments in
-            guard segments[path] != nil else { return false }
-            // In place (`!` on the subscript): a copy taken out and stored back would copy the
-            // lock arrays at each of the several calls a transaction makes.
-            return Self.lock(&segments[path]!, holding: &holding, holder: holder, slots: offset..<(offset + count), flags: flags)
+    /// `xShmLock`: `false` when another holder is in the way (`SQLITE_BUSY`), or when the file
+    /// maps no segment (SQLite locks only after mapping).
+    func lock(holding: inout Holding, holder: ObjectIdentifier, offset: Int, count: Int, flags: Int32) -> Bool {
+        segments.withLock { _ in
+            guard let segment = holding.segment else { return false }
+            return Self.lock(segment, holding: &holding, holder: holder, slots: offset..<(offset + count), flags: flags)
         }
     }
 
-    private static func lock(_ segment: inout Segment, holding: inout Holding, holder: ObjectIdentifier, slots: Range<Int>, flags: Int32) -> Bool {
+    private static func lock(_ segment: Segment, holding: inout Holding, holder: ObjectIdentifier, slots: Range<Int>, flags: Int32) -> Bool {
         if flags & SQLITE_SHM_UNLOCK != 0 {
             for slot in slots {
                 let bit = UInt8(1) << slot
@@ -104,20 +109,18 @@ final class SQLiteSharedMemory: Sendable {
     /// `xShmUnmap`: drops the holder's locks and mapping; the last one frees the memory.
     func unmap(_ path: String, holding: inout Holding, holder: ObjectIdentifier) {
         guard holding.mapped else { return }
-        _ = lock(path, holding: &holding, holder: holder, offset: 0, count: Int(SQLITE_SHM_NLOCK), flags: SQLITE_SHM_UNLOCK)
-        holding.mapped = false
+        _ = lock(holding: &holding, holder: holder, offset: 0, count: Int(SQLITE_SHM_NLOCK), flags: SQLITE_SHM_UNLOCK)
         segments.withLock { segments in
-            guard var segment = segments[path] else { return }
+            guard let segment = holding.segment else { return }
+            holding.segment = nil
             segment.users -= 1
-            if segment.users > 0 {
-                segments[path] = segment
-                return
-            }
+            guard segment.users == 0 else { return }
             for region in segment.regions {
                 region.base.initializeMemory(as: UInt8.self, repeating: 0, count: region.size)
                 region.base.deallocate()
             }
-            segments[path] = nil
+            segment.regions.removeAll()
+            if segments[path] === segment { segments[path] = nil }
         }
     }
 }
