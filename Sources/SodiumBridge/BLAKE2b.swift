@@ -69,11 +69,6 @@ package enum BLAKE2b {
         // and hash in one call, so no hash state holding key material outlives this call.
         // Public parts only (identifiers, labels, header fields, names the caller holds in a
         // `String` anyway): the message needs no secure memory.
-        if parts.count == 1, case .data(let data) = parts[0] {
-            // One public part (a journal's body: thousands of bytes), hashed where it lies.
-            data.withUnsafeBytes { m in digest(into: out, key: key, message: m) }
-            return
-        }
         if !parts.contains(where: { if case .secret = $0 { true } else { false } }) {
             var message: [UInt8] = []
             for part in parts {

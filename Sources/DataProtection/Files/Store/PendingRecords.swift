@@ -47,25 +47,22 @@ struct PendingRecords {
     /// per record (a chain of SQLite WAL commits leaves hundreds in a row). Each run's records
     /// are forgotten once it is written: after a failure the records not yet written are kept.
     mutating func write(stride: Int, _ write: (UInt64, Data) throws(DataProtectionError) -> Void) throws(DataProtectionError) {
-        let sorted = records.keys.sorted()
+        let sorted = records.sorted { $0.key < $1.key }
         var next = 0
         while next < sorted.count {
             var end = next + 1
-            var runBytes = records[sorted[next]]!.count
-            while end < sorted.count, sorted[end] == sorted[end - 1] + 1, records[sorted[end - 1]]!.count == stride,
-                  runBytes + records[sorted[end]]!.count <= Self.runByteLimit {
-                runBytes += records[sorted[end]]!.count
+            var runBytes = sorted[next].value.count
+            while end < sorted.count, sorted[end].key == sorted[end - 1].key + 1, sorted[end - 1].value.count == stride,
+                  runBytes + sorted[end].value.count <= Self.runByteLimit {
+                runBytes += sorted[end].value.count
                 end += 1
             }
             let run = sorted[next..<end]
-            if run.count == 1 {
-                try write(sorted[next], records[sorted[next]]!)
-            } else {
-                var bytes = Data(capacity: runBytes)
-                for index in run { bytes.append(records[index]!) }
-                try write(sorted[next], bytes)
+            try write(run[next].key, run.count == 1 ? run[next].value : run.reduce(into: Data(capacity: runBytes)) { $0.append($1.value) })
+            for (index, record) in run {
+                records[index] = nil
+                byteCount -= record.count
             }
-            for index in run { byteCount -= records.removeValue(forKey: index)!.count }
             next = end
         }
     }
