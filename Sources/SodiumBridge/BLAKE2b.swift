@@ -42,12 +42,8 @@ package enum BLAKE2b {
 
     /// Keyed BLAKE2b of public bytes gathered in an array (a journal's body), hashed where they lie.
     package static func mac(byteCount: Int = 32, key: SecureBytes, bytes: [UInt8]) -> Data {
-        Sodium.ensureInitialized()
         var output = Data(count: byteCount)
-        output.withUnsafeMutableBytes { out in
-            precondition(out.count >= minimumByteCount && out.count <= maximumByteCount, "BLAKE2b output size out of range")
-            bytes.withUnsafeBytes { m in digest(into: out, key: key, message: m) }
-        }
+        output.withUnsafeMutableBytes { out in bytes.withUnsafeBytes { m in digest(into: out, key: key, message: m) } }
         return output
     }
 
@@ -59,12 +55,6 @@ package enum BLAKE2b {
     }
 
     private static func hash(into out: UnsafeMutableRawBufferPointer, key: SecureBytes?, _ parts: [Part]) {
-        Sodium.ensureInitialized()
-        precondition(out.count >= minimumByteCount && out.count <= maximumByteCount, "BLAKE2b output size out of range")
-        if let key {
-            precondition(key.count >= Int(crypto_generichash_KEYBYTES_MIN) && key.count <= Int(crypto_generichash_KEYBYTES_MAX),
-                         "BLAKE2b key size out of range")
-        }
         // Inputs are small (keys, labels, identifiers): gather them in secure memory
         // and hash in one call, so no hash state holding key material outlives this call.
         // Public parts only (identifiers, labels, header fields, names the caller holds in a
@@ -112,7 +102,14 @@ package enum BLAKE2b {
         }
     }
 
+    /// The one call of `crypto_generichash`, and the checks of its sizes.
     private static func digest(into out: UnsafeMutableRawBufferPointer, key: SecureBytes?, message m: UnsafeRawBufferPointer) {
+        Sodium.ensureInitialized()
+        precondition(out.count >= minimumByteCount && out.count <= maximumByteCount, "BLAKE2b output size out of range")
+        if let key {
+            precondition(key.count >= Int(crypto_generichash_KEYBYTES_MIN) && key.count <= Int(crypto_generichash_KEYBYTES_MAX),
+                         "BLAKE2b key size out of range")
+        }
         let input = m.baseAddress?.assumingMemoryBound(to: UInt8.self)
         if let key {
             key.withUnsafeBytes { k in

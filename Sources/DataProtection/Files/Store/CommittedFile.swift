@@ -498,8 +498,7 @@ struct CommittedFile {
     /// with the records a pending chain has not yet written in place laid over them (a record
     /// not yet on disk at all, past the physical end, included).
     func readRecords(at offset: Int64, count: Int) throws(DataProtectionError) -> Data {
-        let data = try file.read(at: offset, count: count)
-        return pending.isEmpty ? data : pending.overlay(data, at: offset, count: count, header: header)
+        pending.overlay(try file.read(at: offset, count: count), at: offset, count: count, header: header)
     }
 
     /// Writes the records a pending chain kept in memory in place (no `fsync`).
