@@ -584,6 +584,78 @@ def file_vectors():
              f, other_image[:REGION_LEN] + image[REGION_LEN:], "chunk")
 
 
+# --- file-format.md, "The journal" (§9) ---------------------------------------------
+
+def journal(f, base, sequence, length, allocated, entries, version=3, file_id=None):
+    """One journal (§9.1): its fields, its entries (index, sealed record), the MAC. Version 3's
+    MAC leaves each record's ciphertext out (its nonce and tag kept); versions 1 and 2 MAC all
+    of it (version 1 has no sequence number)."""
+    fields = (b"DPFJ" + bytes([version]) + (file_id or f.file_id) + struct.pack("<Q", base)
+              + (struct.pack("<I", sequence) if version >= 2 else b"")
+              + struct.pack("<QQI", length, allocated, len(entries)))
+    body, authenticated = fields, fields
+    for index, record in entries:
+        assert len(record) >= OVERHEAD
+        body += struct.pack("<QI", index, len(record)) + record
+        authenticated += struct.pack("<QI", index, len(record)) + record[:24] + record[-16:]
+    return body + blake2b(authenticated if version >= 3 else body, key=f.mac_key)
+
+
+def journal_ok(name, description, f, payload, journal_file, content):
+    fields = [("expect", "success"), ("description", description), ("class", f.cls_name)]
+    fields += key_fields(f.cls_name, f.keys)
+    fields += [("journal", journal_file.hex()), ("plaintext", content.hex())]
+    vector("journals/" + name, fields, payload)
+
+
+def journal_vectors():
+    """A file of 16,385 bytes (generation 1, slot 0) with a journal beside it: what a reader
+    makes of it (§9.2), through recovery, as the plaintext it then reads."""
+    keys = Keys("journal vectors")
+    f = ProtectedFile("journaled file", "completeUntilFirstUserAuthentication", keys)
+    old = plaintext("journaled file", CHUNK + 1)
+    image, header, records = f.fresh(old)
+    # Commit 1 overwrites chunk 0; commit 2 regrows chunk 1 to a whole chunk and adds chunk 2.
+    first = plaintext("journaled file/commit 1", CHUNK)
+    after1 = first + old[CHUNK:]
+    after2 = after1 + plaintext("journaled file/commit 2", 2 * CHUNK + 100 - len(after1))
+    j1 = journal(f, 1, 1, len(after1), 2, [(0, f.record(0, first))])
+    grown = [(1, f.record(1, after2[CHUNK:2 * CHUNK])), (2, f.record(2, after2[2 * CHUNK:]))]
+    j2 = journal(f, 1, 2, len(after2), 3, grown)
+    record_at = 53 + 12  # the first entry's record in a journal
+    journal_ok("uncommitted", "one journal on the header it was written against (generation 1): redone, "
+               "chunk 0 overwritten", f, image, j1, after1)
+    journal_ok("chain", "a chain of two journals on generation 1: the overwrite, then a growth that regrows "
+               "record 1 and adds record 2 (length 32,868, 3 records)", f, image, j1 + j2, after2)
+    committed_header = f.header(2, len(after2), 3)
+    committed = f.image(header, committed_header, records)
+    journal_ok("committed", "the chain with the header that committed it (generation 2, its length and "
+               "allocation) in slot 1 and none of its records in place: the records are redone", f, committed,
+               j1 + j2, after2)
+    journal_ok("stale", "a journal on generation 5 beside a file at generation 1: stale, ignored", f, image,
+               journal(f, 5, 1, len(after1), 2, [(0, f.record(0, first))]), old)
+    journal_ok("another_file", "a journal naming another file id: ignored", f, image,
+               journal(f, 1, 1, len(after1), 2, [(0, f.record(0, first))], file_id=bytes(16)), old)
+    journal_ok("ciphertext_flipped", "one bit of the record's ciphertext flipped: the MAC (which leaves the "
+               "ciphertext out) matches, the record does not open: torn, ignored", f, image,
+               flip(j1, record_at + 24 + 100), old)
+    journal_ok("tag_flipped", "one bit of the record's tag flipped: the MAC fails: torn, ignored", f, image,
+               flip(j1, len(j1) - 32 - 1), old)
+    journal_ok("mac_flipped", "one bit of the MAC flipped: ignored", f, image, flip(j1, len(j1) - 1), old)
+    journal_ok("chain_second_torn", "the chain with a ciphertext bit of the second journal's first record "
+               "flipped: the chain ends after the first journal", f, image,
+               j1 + flip(j2, record_at + 24 + 7), after1)
+    journal_ok("trailing_bytes", "the chain followed by the tail of an older, longer chain: ignored", f, image,
+               j1 + j2 + j2[:200], after2)
+    v2 = journal(f, 1, 1, len(after1), 2, [(0, f.record(0, first))], version=2)
+    journal_ok("version_2", "a version-2 journal (its MAC over the records' ciphertext too): redone", f, image,
+               v2, after1)
+    journal_ok("version_2_ciphertext_flipped", "a version-2 journal with a ciphertext bit flipped: its MAC "
+               "fails: ignored", f, image, flip(v2, record_at + 24 + 100), old)
+    journal_ok("version_1", "a version-1 journal (no sequence number): redone, a chain of one", f, image,
+               journal(f, 1, 1, len(after1), 2, [(0, f.record(0, first))], version=1), after1)
+
+
 # --- file-format.md, "Names" and "Directories" -----------------------------------
 
 DPDIR_LEN = 118
@@ -863,6 +935,7 @@ def main():
     if sys.argv[1:] not in ([], ["--check"]):
         sys.exit("usage: generate_files.py [--check]")
     file_vectors()
+    journal_vectors()
     name_vectors()
     place_vectors()
     stale = []
@@ -881,7 +954,7 @@ def main():
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "wb") as out:
                 out.write(content)
-    for folder in ("files", "names", "places"):
+    for folder in ("files", "journals", "names", "places"):
         directory = os.path.join(here, folder)
         for entry in os.listdir(directory) if os.path.isdir(directory) else []:
             relative = folder + "/" + entry

@@ -37,7 +37,8 @@ package protocol FileSystem: Sendable {
     func readFile(at path: FilePath, limit: Int) throws(DataProtectionError) -> Data?
     /// The whole (small) file read into secure memory, or `nil` if nothing exists at `path`.
     func readSecretFile(at path: FilePath) throws(DataProtectionError) -> SecureBytes?
-    /// Creates a new file (mode 0600) for writing; fails with `fileExists` if one exists.
+    /// Creates a new file (mode 0600) for writing (and reading back: a kept journal's records
+    /// are read from it); fails with `fileExists` if one exists.
     func createFile(at path: FilePath) throws(DataProtectionError) -> FileDescriptor
     /// Writes all the bytes at the current offset.
     func write(_ bytes: FileBytes, to descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError)
@@ -80,6 +81,29 @@ package protocol FileSystem: Sendable {
     /// The bytes an unprivileged writer may still add to the file system holding the open file
     /// `descriptor` (`fstatvfs`), or `nil` when that cannot be known.
     func availableCapacity(of descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) -> UInt64?
+    /// How long a writer lets a chain of journals grow before its checkpoint
+    /// (`Keys/file-format.md` §8.2, "Chained commits"): ``JournalChainLimit/standard`` unless
+    /// a test file system that cuts the power at every call asks for shorter chains.
+    var journalChainLimit: JournalChainLimit { get }
+}
+
+/// How long a writer lets a chain of journals grow: at most `commits` journals and `bytes`
+/// bytes (more only for a single journal, which starts a chain of its own), within what a
+/// reader accepts (``FileJournal/maximumChain``, ``FileJournal/maximumByteCount(recordStride:)``).
+package struct JournalChainLimit: Sendable {
+    package var commits: UInt32
+    package var bytes: Int
+
+    package init(commits: UInt32, bytes: Int) {
+        precondition(commits >= 1 && commits <= UInt32(FileJournal.maximumChain) && bytes <= FileJournal.maximumChainByteCount,
+                     "a chain no reader would accept")
+        self.commits = commits
+        self.bytes = bytes
+    }
+
+    /// As long as a reader accepts: a SQLite WAL's records stay in the chain (written once, to
+    /// the journal) until SQLite starts its WAL over, some 1,000 pages later.
+    package static let standard = JournalChainLimit(commits: UInt32(FileJournal.maximumChain), bytes: FileJournal.maximumChainByteCount)
 }
 
 /// Writes a file atomically: a temporary file beside it, `fsync`, `rename` over
@@ -139,4 +163,6 @@ package struct AtomicFileWriter: Sendable {
 extension FileSystem {
     /// Unknown by default (a file system that does not say is never refused a growth).
     package func availableCapacity(of descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) -> UInt64? { nil }
+
+    package var journalChainLimit: JournalChainLimit { .standard }
 }

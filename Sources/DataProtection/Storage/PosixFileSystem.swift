@@ -68,7 +68,7 @@ package struct PosixFileSystem: FileSystem {
     package func createFile(at path: FilePath) throws(DataProtectionError) -> FileDescriptor {
         try call("open", path) {
             try FileDescriptor.open(
-                path, .writeOnly,
+                path, .readWrite,
                 options: [.create, .exclusiveCreate, .closeOnExec],
                 permissions: [.ownerReadWrite])
         }

@@ -58,7 +58,7 @@ struct ChainedCommitPowerCutTests {
 
     /// More commits than a chain holds: the checkpoint inside a commit, then a new chain
     /// written over the old one in the same journal file.
-    static let long = Series(name: "longer than a chain", steps: (0..<Int(CommittedFile.chainLimit) + 3).map { round in
+    static let long = Series(name: "longer than a chain", steps: (0..<Int(CrashingFileSystem.chainLimit.commits) + 3).map { round in
         round % 4 == 3 ? .write(patternBytes(700, seed: UInt64(40 + round)), at: IOFaultTests.aText.count + round * 700)
             : .write(patternBytes(64, seed: UInt64(40 + round)), at: (round * 5_003) % 40_000)
     })

@@ -89,6 +89,13 @@ final class CrashingFileSystem: FileSystem {
         state = Locked(State(mode: mode))
     }
 
+    /// Chains of at most 32 commits (the standard limit lets one grow to 4,096): a power-cut
+    /// series can then run past a chain's checkpoint, and start a new chain over the old one,
+    /// in a few dozen commits.
+    static let chainLimit = JournalChainLimit(commits: 32, bytes: 1 << 20)
+
+    var journalChainLimit: JournalChainLimit { Self.chainLimit }
+
     /// Mutating operations performed since creation or the last ``arm(crashAt:)``.
     var operations: Int { state.withLock { $0.operations } }
 

@@ -15,7 +15,7 @@ import SystemPackage
 ///    the new length; for a shrink, its truncation between two headers. A growth (or an
 ///    overwrite) with a journal may stop there, committed by its journal alone: the next
 ///    journals follow it in a *chain*, and the header and the records in place are made
-///    durable together every ``chainLimit`` commits (``checkpoint(keys:)``), one `fsync` per
+///    durable together when the chain is full (``checkpoint(keys:)``), one `fsync` per
 ///    commit in between;
 /// 4. ``recover(keys:)``, when the file is next opened: a complete chain is replayed,
 ///    a torn journal discarded, and the physical size checked against the committed length.
@@ -71,17 +71,18 @@ struct CommittedFile {
     /// is written again (the same slot, the same generation) and made durable first.
     private var headerUncertain = false
 
-    /// The records the pending chain committed that are not yet written in place: written
-    /// before the header that ends the chain, or when they pass ``pendingByteLimit``; reads
+    /// The records the pending chain committed that are not yet written in place, where they
+    /// lie in its journal file: written in place before the header that ends the chain; reads
     /// see them (``readRecords(at:count:)``).
     private var pending = PendingRecords()
+    /// The journal file the pending records lie in once it is no longer ``journal`` (the file
+    /// moved, or was unlinked, with records pending): kept open for reading them until they are
+    /// written in place.
+    private var detachedJournal: KeptJournal?
 
-    /// Commits in a chain before a header: each costs one `fsync` (its journal), and the
-    /// checkpoint one more; a replay after a crash reads at most this many journals.
-    static let chainLimit: UInt32 = 32
-
-    /// The most bytes of records a chain keeps in memory before writing them in place.
-    static let pendingByteLimit = 1 << 20
+    /// How long a chain grows before its checkpoint: each commit costs one `fsync` (its journal),
+    /// the checkpoint one more; a replay after a crash reads at most this many journals and bytes.
+    var chainLimit: JournalChainLimit { file.fileSystem.journalChainLimit }
 
     /// The descriptor of a kept journal file and what it holds.
     private struct KeptJournal {
@@ -159,7 +160,7 @@ struct CommittedFile {
         chainPending = false
         headerUnsynced = false
         headerUncertain = false
-        pending.removeAll()  // the old file's
+        forgetPending()  // the old file's
         slot = 0
         slotMAC = Self.mac(of: header.encodedSlot(macKey: keys.macKey))
         allocatedAhead = false
@@ -172,18 +173,36 @@ struct CommittedFile {
     mutating func close(removingJournal: Bool = false) {
         let path = Self.journalPath(for: file.path)
         let remove = removingJournal && !unlinked && journalLeft && journal?.needed != true && !chainPending && !headerUnsynced
-        pending.removeAll()  // a pending chain left for the next open redoes them
         closeJournal()
+        forgetPending()  // a pending chain left for the next open redoes them
         if remove { try? file.fileSystem.removeFile(at: path) }
         file.close()
     }
 
-    /// Closes the kept journal's descriptor (the file stays where it is).
+    /// Closes the kept journal's descriptor (the file stays where it is), unless pending records
+    /// are still to be read from it: it is then kept aside until they are written in place.
     private mutating func closeJournal() {
         chain = nil
         guard let kept = journal else { return }
         journal = nil
-        try? file.fileSystem.close(kept.descriptor, path: kept.path)
+        if !pending.isEmpty && detachedJournal == nil {
+            detachedJournal = kept
+        } else {
+            try? file.fileSystem.close(kept.descriptor, path: kept.path)
+        }
+    }
+
+    /// Forgets the pending records (the chain on disk redoes them, or nothing needs them).
+    private mutating func forgetPending() {
+        pending.removeAll()
+        closeDetachedJournal()
+    }
+
+    /// Closes the journal kept aside for the pending records, once none is left.
+    private mutating func closeDetachedJournal() {
+        guard pending.isEmpty, let detached = detachedJournal else { return }
+        detachedJournal = nil
+        try? file.fileSystem.close(detached.descriptor, path: detached.path)
     }
 
     // MARK: - Recovery
@@ -194,12 +213,18 @@ struct CommittedFile {
         closeJournal()  // the journal is read from its path, and removed once settled
         journalLeft = false  // settled here, or needed by the next open
         chainPending = false
-        pending.removeAll()  // the chain on disk redoes them
+        forgetPending()  // the chain on disk redoes them
         header = writtenHeader  // what the chain (if any) applies over
         let journalPath = Self.journalPath(for: file.path)
         if !unlinked,
            let data = try file.fileSystem.readFile(at: journalPath, limit: FileJournal.maximumByteCount(recordStride: header.recordStride)) {
-            let chain = FileJournal.decodeChain(data, macKey: keys.macKey, fileID: header.fileID)
+            let header = self.header
+            let opened = SecureBytes(count: header.chunkSize)  // each record's plaintext, wiped when released
+            let chain = FileJournal.decodeChain(data, macKey: keys.macKey, fileID: header.fileID) { entry in
+                entry.record.count <= header.chunkSize + ChunkRecords.overhead
+                    && (try? ChunkRecords.open(entry.record, range: 0..<entry.record.count, into: opened, at: 0, key: keys.chunkKey,
+                                               associatedData: header.chunkAssociatedData(entry.index))) != nil
+            }
             if let first = chain.first, let last = chain.last {
                 // Over the header it was written against: redo its flushes and commit them. Over the
                 // header that committed them (its next generation, with the last journal's length and
@@ -300,6 +325,9 @@ struct CommittedFile {
         let committedAllocation = newLength >= oldLength ? newCount : allocated
         let journalPath = journal?.path ?? Self.journalPath(for: file.path)
         var journalDurable = false
+        // Records a pending chain committed past a shrink's end are needed by no reader: they are
+        // never written in place (SQLite starting its WAL over drops the whole WAL's records).
+        if newLength < oldLength { pending.drop(from: newCount) }
         do throws(DataProtectionError) {
             if !overwrites.isEmpty {
                 if unlinked {
@@ -314,15 +342,16 @@ struct CommittedFile {
                     if newCount > oldCount && appendedInPlace { try sync() }
                     var journal = FileJournal(fileID: header.fileID, baseGeneration: header.generation, length: newLength,
                                               allocatedRecords: committedAllocation, entries: overwrites)
-                    try writeJournal(&journal, at: journalPath, keys: keys)
+                    let start = try writeJournal(&journal, at: journalPath, keys: keys)
                     journalDurable = true
-                    if newLength >= oldLength && journal.sequence < Self.chainLimit {
-                        // Committed by the chain: the header and these records wait for the checkpoint
-                        // (the records in memory, or in place once there are many). What lies past
-                        // them is cut now, as at any commit at rest: a later header (an allocation)
-                        // must find no record past what it allows.
-                        for entry in overwrites { pending.keep(entry.record, at: entry.index) }
-                        if pending.byteCount > Self.pendingByteLimit { try writePendingRecords() }
+                    if newLength >= oldLength && journal.sequence < chainLimit.commits {
+                        // Committed by the chain: the header and these records wait for the checkpoint,
+                        // the records read from the journal meanwhile. What lies past them is cut now,
+                        // as at any commit at rest: a later header (an allocation) must find no record
+                        // past what it allows.
+                        for (entry, offset) in zip(overwrites, journal.recordOffsets()) {
+                            pending.keep(PendingRecords.Location(offset: Int64(start + offset), count: entry.record.count), at: entry.index)
+                        }
                         try cutStaleRecords(length: newLength, allocated: committedAllocation)
                         header.length = newLength
                         header.allocatedRecords = committedAllocation
@@ -389,7 +418,7 @@ struct CommittedFile {
     /// back to rest. The header alone commits: no record is needed by a length of zero, and
     /// whatever was written past the committed length since the last commit is dropped with it.
     mutating func empty(keys: FileKeys) throws(DataProtectionError) {
-        pending.removeAll()  // no record is needed by a length of zero
+        forgetPending()  // no record is needed by a length of zero
         try writeHeader(length: 0, allocated: header.allocatedRecords, keys: keys)
         try synchronize()
         unsyncedWrites = false
@@ -406,7 +435,8 @@ struct CommittedFile {
     /// Until the journal's `fsync` returns no record of this commit is written, so a crash in
     /// between leaves the previous commit whole, and beside it a torn journal after the chain,
     /// or a chain a reader finds committed or stale (§9.2).
-    private mutating func writeJournal(_ contents: inout FileJournal, at path: FilePath, keys: FileKeys) throws(DataProtectionError) {
+    /// Returns where in the journal file `contents` starts.
+    private mutating func writeJournal(_ contents: inout FileJournal, at path: FilePath, keys: FileKeys) throws(DataProtectionError) -> Int {
         let fileSystem = file.fileSystem
         if headerUncertain {
             // A chain based on this generation could be stale under the header that failed.
@@ -416,18 +446,19 @@ struct CommittedFile {
         if chainPending, let kept = journal, let chain {
             contents.sequence = chain.count + 1  // on the base generation the caller gave it: no header since the chain began
             let encoded = contents.encoded(macKey: keys.macKey)
-            if chain.end + encoded.count <= FileJournal.maximumByteCount(recordStride: header.recordStride) {
+            if chain.end + encoded.count <= chainLimit.bytes {
                 // A failure leaves the chain as it was (whatever was written after it is torn,
                 // and the next journal goes over it): the chain is still what commits the file.
                 try fileSystem.write([.data(encoded)], to: kept.descriptor, at: Int64(chain.end), path: path)
                 try fileSystem.synchronize(kept.descriptor, path: path)
                 self.chain = (chain.count + 1, chain.end + encoded.count)
-                return
+                return chain.end
             }
         }
         // The file moved (its journal's descriptor closed) or the chain has no room left.
         if chainPending { try checkpoint(keys: keys) }
         if headerUnsynced { try sync() }
+        assert(pending.isEmpty, "a new chain over records still read from the old one")
         contents.baseGeneration = header.generation
         contents.sequence = 1
         let encoded = contents.encoded(macKey: keys.macKey)
@@ -437,7 +468,7 @@ struct CommittedFile {
                 try fileSystem.write([.data(encoded)], to: kept.descriptor, at: 0, path: path)
                 try fileSystem.synchronize(kept.descriptor, path: path)
                 chain = (1, encoded.count)
-                return
+                return 0
             } catch {
                 closeJournal()
                 journalLeft = false
@@ -460,6 +491,7 @@ struct CommittedFile {
         }
         journal = KeptJournal(descriptor: descriptor, path: path, needed: true)
         chain = (1, encoded.count)
+        return 0
     }
 
     /// Makes everything written so far durable (a durable flush with nothing left to seal).
@@ -498,14 +530,28 @@ struct CommittedFile {
     /// with the records a pending chain has not yet written in place laid over them (a record
     /// not yet on disk at all, past the physical end, included).
     func readRecords(at offset: Int64, count: Int) throws(DataProtectionError) -> Data {
-        pending.overlay(try file.read(at: offset, count: count), at: offset, count: count, header: header)
+        try pending.overlay(try file.read(at: offset, count: count), at: offset, count: count, header: header,
+                            read: Self.reader(of: detachedJournal ?? journal, fileSystem: file.fileSystem))
     }
 
-    /// Writes the records a pending chain kept in memory in place (no `fsync`).
+    /// Writes the records a pending chain committed in place (no `fsync`), read from its journal.
     private mutating func writePendingRecords() throws(DataProtectionError) {
+        guard !pending.isEmpty else { return }
         let file = self.file, header = self.header
-        try pending.write(stride: header.recordStride) { (index, records) throws(DataProtectionError) in
+        try pending.write(stride: header.recordStride, read: Self.reader(of: detachedJournal ?? journal, fileSystem: file.fileSystem)) {
+            (index, records) throws(DataProtectionError) in
             try file.write(records, at: header.recordOffset(index))
+        }
+        closeDetachedJournal()
+    }
+
+    /// Reads the journal file `source`, which holds the pending records.
+    private static func reader(of source: KeptJournal?, fileSystem: any FileSystem) -> PendingRecords.Reader {
+        { (offset, count) throws(DataProtectionError) in
+            guard let source else {
+                throw .integrity("The records of the file's pending commits are out of reach: its journal was closed.")
+            }
+            return try fileSystem.read(from: source.descriptor, at: offset, count: count, path: source.path)
         }
     }
 

@@ -1,27 +1,46 @@
 import Foundation
 
 /// The records a pending chain committed that are not yet written in place
-/// (Keys/file-format.md §8.2, "Chained commits"), by index, the newest of each. Reads see
-/// them laid over the file's bytes; ``CommittedFile`` writes them in place once, before the
-/// header that ends the chain (or when they pass its byte limit), so a record that several
-/// commits of a chain rewrite (SQLite's WAL regrowing its last page) is written once. They are
-/// sealed records: ciphertext, like what the file holds.
+/// (Keys/file-format.md §8.2, "Chained commits"), by index, the newest of each: where each
+/// lies in the chain's journal file, which holds them durably already. Reads see them laid
+/// over the file's bytes; ``CommittedFile`` writes them in place once, before the header that
+/// ends the chain, so a record that several commits of a chain rewrite (SQLite's WAL regrowing
+/// its last page) is written in place once, and one that a shrink cuts off (SQLite starting
+/// its WAL over) never. They are sealed records: ciphertext, like what the file holds; none is
+/// kept in memory.
 struct PendingRecords {
-    private var records: [UInt64: Data] = [:]
+    /// Where a record lies in the journal file.
+    struct Location: Equatable {
+        var offset: Int64
+        var count: Int
+    }
+
+    /// Reads `count` bytes at `offset` of the journal file.
+    typealias Reader = (_ offset: Int64, _ count: Int) throws(DataProtectionError) -> Data
+
+    private var records: [UInt64: Location] = [:]
     /// Their bytes, in all.
     private(set) var byteCount = 0
 
     var isEmpty: Bool { records.isEmpty }
 
-    /// Keeps `record` for `index`, in place of an older one.
-    mutating func keep(_ record: Data, at index: UInt64) {
-        byteCount += record.count - (records.updateValue(record, forKey: index)?.count ?? 0)
+    /// Keeps the record at `location` for `index`, in place of an older one.
+    mutating func keep(_ location: Location, at index: UInt64) {
+        byteCount += location.count - (records.updateValue(location, forKey: index)?.count ?? 0)
+    }
+
+    /// Forgets the records from `index` on (a shrink cut them off: no reader needs them).
+    mutating func drop(from index: UInt64) {
+        for (key, location) in records where key >= index {
+            records[key] = nil
+            byteCount -= location.count
+        }
     }
 
     /// `data`, read from `offset` of a file laid out by `header` for a request of `count` bytes,
-    /// with the records laid over it. A record not yet on disk at all (past the physical end)
-    /// extends it, as far as records cover it in a row from where the file's bytes end.
-    func overlay(_ data: Data, at offset: Int64, count: Int, header: FileHeader) -> Data {
+    /// with the records (read through `read`) laid over it. A record not yet on disk at all (past
+    /// the physical end) extends it, as far as records cover it in a row from where the file's bytes end.
+    func overlay(_ data: Data, at offset: Int64, count: Int, header: FileHeader, read: Reader) throws(DataProtectionError) -> Data {
         guard !records.isEmpty, count > 0 else { return data }
         var data = data
         let stride = Int64(header.recordStride), base = header.recordOffset(0)
@@ -30,23 +49,30 @@ struct PendingRecords {
         guard last >= first else { return data }
         var covered = data.count  // in a row from the start of the request
         for index in first...last {
-            guard let record = records[index] else { continue }
+            guard let location = records[index] else { continue }
             let start = header.recordOffset(index)
-            let from = max(start, offset), to = min(start + Int64(record.count), end)
+            let from = max(start, offset), to = min(start + Int64(location.count), end)
             guard from < to else { continue }
+            let piece = try read(location.offset + (from - start), Int(to - from))
+            guard piece.count == Int(to - from) else {
+                throw .integrity("The file's journal is shorter than the records it committed: it was truncated.")
+            }
             if Int(to - offset) > data.count { data.append(Data(count: Int(to - offset) - data.count)) }
-            data.replaceSubrange(Int(from - offset)..<Int(to - offset), with: record[Int(from - start)..<Int(to - start)])
+            data.replaceSubrange(Int(from - offset)..<Int(to - offset), with: piece)
             if Int(from - offset) <= covered { covered = max(covered, Int(to - offset)) }
         }
         return data.prefix(covered)
     }
 
-    /// Hands the records to `write` in index order, each run of consecutive whole records
-    /// (`stride` bytes each but the run's last, so its bytes lie in a row on disk) as one piece
-    /// of at most ``runByteLimit`` bytes with the index of its first: one `pwrite` per run, not
-    /// per record (a chain of SQLite WAL commits leaves hundreds in a row). Each run's records
-    /// are forgotten once it is written: after a failure the records not yet written are kept.
-    mutating func write(stride: Int, _ write: (UInt64, Data) throws(DataProtectionError) -> Void) throws(DataProtectionError) {
+    /// Hands the records (read through `read`) to `write` in index order, each run of
+    /// consecutive whole records (`stride` bytes each but the run's last, so its bytes lie in a
+    /// row on disk) as one piece of at most ``runByteLimit`` bytes with the index of its first:
+    /// one `pwrite` per run, not per record (a chain of SQLite WAL commits leaves hundreds in a
+    /// row). Each run's records are forgotten once it is written: after a failure the records
+    /// not yet written are kept.
+    mutating func write(
+        stride: Int, read: Reader, _ write: (UInt64, Data) throws(DataProtectionError) -> Void
+    ) throws(DataProtectionError) {
         let sorted = records.sorted { $0.key < $1.key }
         var next = 0
         while next < sorted.count {
@@ -58,16 +84,24 @@ struct PendingRecords {
                 end += 1
             }
             let run = sorted[next..<end]
-            try write(run[next].key, run.count == 1 ? run[next].value : run.reduce(into: Data(capacity: runBytes)) { $0.append($1.value) })
-            for (index, record) in run {
+            var bytes = Data(capacity: runBytes)
+            for (_, location) in run {
+                let record = try read(location.offset, location.count)
+                guard record.count == location.count else {
+                    throw .integrity("The file's journal is shorter than the records it committed: it was truncated.")
+                }
+                bytes.append(record)
+            }
+            try write(run[next].key, bytes)
+            for (index, location) in run {
                 records[index] = nil
-                byteCount -= record.count
+                byteCount -= location.count
             }
             next = end
         }
     }
 
-    /// The most bytes written by one call of ``write(stride:_:)``'s `write`.
+    /// The most bytes written by one call of ``write(stride:read:_:)``'s `write`.
     static let runByteLimit = 1 << 20
 
     mutating func removeAll() {

@@ -75,7 +75,7 @@ import Testing
         }
     }
 
-    @Test("a chain's records wait in memory: the file on disk is untouched until the checkpoint; reads and a crash see every commit")
+    @Test("a chain's records wait in its journal: the file on disk is untouched until the checkpoint; reads and a crash see every commit")
     func chainedRecordsWaitForTheCheckpoint() throws {
         try withScratchDirectory { root in
             let (fileSystem, store, handle, prepared) = try Self.prepare(root)
@@ -88,7 +88,7 @@ import Testing
             let path = try #require(fileSystem.dataFiles.first { !$0.contains(".tmp-") && $0.contains("/files/") })
             let before = try Data(contentsOf: URL(fileURLWithPath: path))
             // Every chunk overwritten by one write (sealed from the caller's data, not kept in the read
-            // cache: read back from the chain's records in memory), then the same chunk rewritten by
+            // cache: read back from the chain's records in the journal), then the same chunk rewritten by
             // several commits, and the last one regrown (a journaled growth).
             let whole = patternBytes(content.count - 1, seed: 4)
             try handle.write(contentsOf: whole, atOffset: 1)
@@ -111,6 +111,67 @@ import Testing
             let restarted = try ScratchStore.restarted(at: root, replacing: store)
             try restarted.device.unlock(passcode: "1234")
             #expect(try restarted.contents(atPath: "/f") == content)
+            withExtendedLifetime(handle) {}
+        }
+    }
+
+    @Test("a log grown by 200 commits, then started over (SQLite's WAL): its records go to the journal alone, never in place")
+    func recordsPastAShrinkAreNeverWrittenInPlace() throws {
+        try withScratchDirectory { root in
+            let (fileSystem, store, handle, prepared) = try Self.prepare(root)
+            var content = prepared
+            let writes = fileSystem.dataWrites, syncs = fileSystem.syncs
+            // WAL frames: 4,120 bytes each, a commit each (the last chunk regrown every time).
+            for round in 0..<200 {
+                let frame = patternBytes(4_120, seed: UInt64(100 + round))
+                try handle.write(contentsOf: frame, atOffset: UInt64(content.count))
+                content.append(frame)
+                try handle.synchronize()
+                if round % 50 == 49 {
+                    #expect(try handle.read(atOffset: 0, upToCount: content.count) == content, "round \(round): read back from the journal")
+                }
+            }
+            #expect(fileSystem.syncs - syncs == 200, "one fsync per commit (its journal's): no checkpoint in between")
+            #expect(fileSystem.dataWrites == writes, "no record in place yet: \(fileSystem.dataWrites - writes) writes")
+            // Started over: 32 bytes kept, the chain's records past them dropped.
+            try handle.truncate(atOffset: 32)
+            try handle.synchronize()
+            content = content.prefix(32)
+            #expect(fileSystem.dataWrites - writes <= 4, "chunk 0 and the shrink's headers: \(fileSystem.dataWrites - writes) writes")
+            #expect(try handle.read(atOffset: 0, upToCount: 100) == content)
+            let frame = patternBytes(4_120, seed: 99)
+            try handle.write(contentsOf: frame, atOffset: 32)
+            try handle.synchronize()
+            content.append(frame)
+            try store.device.crash()
+            let restarted = try ScratchStore.restarted(at: root, replacing: store)
+            try restarted.device.unlock(passcode: "1234")
+            #expect(try restarted.contents(atPath: "/f") == content)
+            withExtendedLifetime(handle) {}
+        }
+    }
+
+    @Test("a file moved with records pending in its chain: read back from the old journal file, written in place at the next commit")
+    func pendingRecordsFollowAMove() throws {
+        try withScratchDirectory { root in
+            let (_, store, handle, prepared) = try Self.prepare(root)
+            var content = prepared
+            for round in 0..<3 {
+                let patch = patternBytes(2_000, seed: UInt64(60 + round))
+                try handle.write(contentsOf: patch, atOffset: UInt64(1_000 + round * 16_384))
+                content.replaceSubrange(1_000 + round * 16_384..<3_000 + round * 16_384, with: patch)
+                try handle.synchronize()
+            }
+            try store.moveItem(atPath: "/f", toPath: "/g")  // the journal copied beside the file, the old one removed
+            #expect(try handle.read(atOffset: 0, upToCount: content.count) == content, "pending records read through the old journal's descriptor")
+            try handle.write(contentsOf: Data(repeating: 7, count: 5), atOffset: 20)
+            content.replaceSubrange(20..<25, with: Data(repeating: 7, count: 5))
+            try handle.synchronize()
+            #expect(try handle.read(atOffset: 0, upToCount: content.count) == content)
+            try store.device.crash()
+            let restarted = try ScratchStore.restarted(at: root, replacing: store)
+            try restarted.device.unlock(passcode: "1234")
+            #expect(try restarted.contents(atPath: "/g") == content)
             withExtendedLifetime(handle) {}
         }
     }
