@@ -4,14 +4,16 @@ import Foundation
 /// One file SQLite opened through a ``SQLiteVFS``: the storage's file plus the VFS's
 /// lock level and shared-memory holding for it. Retained by the `DPSQLiteFile` SQLite
 /// allocated, and released by `xClose`. SQLite uses a file from one connection, and a
-/// connection from one thread at a time, so the mutable state needs no lock of its own.
+/// connection from one thread at a time, so the mutable state needs no lock of its own,
+/// nor Swift's dynamic exclusivity check (a transaction's half a dozen `xShmLock`s each
+/// passed ``sharedMemory`` inout through it).
 final class SQLiteOpenFile {
     let vfs: SQLiteVFS
     let file: any SQLiteStorageFile
     let path: String?
     let deleteOnClose: Bool
-    var lockLevel = SQLITE_LOCK_NONE
-    var sharedMemory = SQLiteSharedMemory.Holding()
+    @exclusivity(unchecked) var lockLevel = SQLITE_LOCK_NONE
+    @exclusivity(unchecked) var sharedMemory = SQLiteSharedMemory.Holding()
 
     init(vfs: SQLiteVFS, file: any SQLiteStorageFile, path: String?, deleteOnClose: Bool) {
         self.vfs = vfs

@@ -8,11 +8,12 @@ import SodiumBridge
 final class SQLiteSharedMemory: Sendable {
     /// The regions and locks of one database. Reached only under ``segments``' lock (hence
     /// `@unchecked Sendable`), from the table or from the ``Holding`` of a file that maps it.
+    /// Its properties skip the dynamic exclusivity check: the lock already serialises them.
     fileprivate final class Segment: @unchecked Sendable {
-        var regions: [Region] = []
-        var users = 0
-        var sharedCounts = [Int](repeating: 0, count: Int(SQLITE_SHM_NLOCK))
-        var exclusiveHolders = [ObjectIdentifier?](repeating: nil, count: Int(SQLITE_SHM_NLOCK))
+        @exclusivity(unchecked) var regions: [Region] = []
+        @exclusivity(unchecked) var users = 0
+        @exclusivity(unchecked) var sharedCounts = [Int](repeating: 0, count: Int(SQLITE_SHM_NLOCK))
+        @exclusivity(unchecked) var exclusiveHolders = [ObjectIdentifier?](repeating: nil, count: Int(SQLITE_SHM_NLOCK))
     }
 
     /// A zeroed region that never moves while mapped.

@@ -12,7 +12,8 @@ struct ByteWriter {
     /// The bytes written so far.
     var data: Data { bytes.withUnsafeBufferPointer { Data(buffer: $0) } }
 
-    mutating func append(_ data: Data) { bytes.append(contentsOf: data) }
+    /// Appends `data` through its buffer (its element-wise copy makes an iterator per call).
+    mutating func append(_ data: Data) { data.withUnsafeBytes { bytes.append(contentsOf: $0) } }
     mutating func append(_ value: UInt8) { bytes.append(value) }
     mutating func append(_ value: UInt32) { appendLittleEndian(UInt64(value), byteCount: 4) }
     mutating func append(_ value: UInt64) { appendLittleEndian(value, byteCount: 8) }
