@@ -24,6 +24,9 @@ import SystemPackage
 /// records by index and bytes only. It is not thread-safe: its ``OpenFile`` reaches it
 /// under its lock.
 ///
+/// The kept journal file, the chains written into it and the records read back from it are in
+/// CommittedFile+Journal.swift; the state they share is internal only so that file reaches it.
+///
 /// A file removed from the store while open (``markUnlinked()``) is no longer anywhere
 /// on disk and will be gone after any crash: its commits write records and headers in
 /// place through the descriptor, with no journal, no `fsync`, nothing at any path
@@ -52,12 +55,12 @@ struct CommittedFile {
     /// unlinked: each overwrite commit rewrites it in place (no file created, no directory
     /// `fsync`, no unlink per commit). Between commits it holds the last commit's journal,
     /// which a reader recognises as committed or stale (Keys/file-format.md §9.2).
-    private var journal: KeptJournal?
+    var journal: KeptJournal?
     /// A journal of this file's that no commit needs may lie at its path: the last commit's,
     /// kept open, or moved along with the file by the store. Removed when the file closes.
-    private var journalLeft = false
+    var journalLeft = false
     /// The chain in the kept journal file, from offset 0: how many journals, where the last ends.
-    private var chain: (count: UInt32, end: Int)?
+    var chain: (count: UInt32, end: Int)?
     /// Commits stand on the chain alone: ``writtenHeader`` and records in place since it are
     /// not yet durable, and only a replay of the chain redoes them after a power cut. Ended by
     /// the next header (``checkpoint(keys:)``, or any header write, which comes after the
@@ -65,34 +68,24 @@ struct CommittedFile {
     private(set) var chainPending = false
     /// A header was written and no `fsync` has followed: a new chain must not be written over
     /// the old one until it has (the old one may be all that redoes the records under it).
-    private var headerUnsynced = false
+    var headerUnsynced = false
     /// A header write failed: it may have reached the disk whole (a short write can hold a whole
     /// header and its MAC) or not at all. No journal is written on top of that doubt: the header
     /// is written again (the same slot, the same generation) and made durable first.
-    private var headerUncertain = false
+    var headerUncertain = false
 
     /// The records the pending chain committed that are not yet written in place, where they
     /// lie in its journal file: written in place before the header that ends the chain; reads
     /// see them (``readRecords(at:count:)``).
-    private var pending = PendingRecords()
+    var pending = PendingRecords()
     /// The journal file the pending records lie in once it is no longer ``journal`` (the file
     /// moved, or was unlinked, with records pending): kept open for reading them until they are
     /// written in place.
-    private var detachedJournal: KeptJournal?
+    var detachedJournal: KeptJournal?
 
     /// How long a chain grows before its checkpoint: each commit costs one `fsync` (its journal),
     /// the checkpoint one more; a replay after a crash reads at most this many journals and bytes.
     var chainLimit: JournalChainLimit { file.fileSystem.journalChainLimit }
-
-    /// The descriptor of a kept journal file and what it holds.
-    private struct KeptJournal {
-        let descriptor: FileDescriptor
-        /// Where it is (the file's path and the suffix: kept, not rebuilt at each commit).
-        let path: FilePath
-        /// A commit needs it: from the instant it is durable until that commit (or its
-        /// recovery) has finished. A needed journal is never removed.
-        var needed: Bool
-    }
 
     init(file: DataFileDescriptor, header: FileHeader, slot: Int, slotMAC: Data) {
         self.file = file
@@ -179,32 +172,6 @@ struct CommittedFile {
         file.close()
     }
 
-    /// Closes the kept journal's descriptor (the file stays where it is), unless pending records
-    /// are still to be read from it: it is then kept aside until they are written in place.
-    private mutating func closeJournal() {
-        chain = nil
-        guard let kept = journal else { return }
-        journal = nil
-        if !pending.isEmpty && detachedJournal == nil {
-            detachedJournal = kept
-        } else {
-            try? file.fileSystem.close(kept.descriptor, path: kept.path)
-        }
-    }
-
-    /// Forgets the pending records (the chain on disk redoes them, or nothing needs them).
-    private mutating func forgetPending() {
-        pending.removeAll()
-        closeDetachedJournal()
-    }
-
-    /// Closes the journal kept aside for the pending records, once none is left.
-    private mutating func closeDetachedJournal() {
-        guard pending.isEmpty, let detached = detachedJournal else { return }
-        detachedJournal = nil
-        try? file.fileSystem.close(detached.descriptor, path: detached.path)
-    }
-
     // MARK: - Recovery
 
     /// Replays a complete chain of journals, discards a torn journal, and checks that the
@@ -218,12 +185,13 @@ struct CommittedFile {
         let journalPath = Self.journalPath(for: file.path)
         if !unlinked,
            let data = try file.fileSystem.readFile(at: journalPath, limit: FileJournal.maximumByteCount(recordStride: header.recordStride)) {
-            let header = self.header
-            let opened = SecureBytes(count: header.chunkSize)  // each record's plaintext, wiped when released
-            let chain = FileJournal.decodeChain(data, macKey: keys.macKey, fileID: header.fileID) { entry in
-                entry.record.count <= header.chunkSize + ChunkRecords.overhead
+            // A version-3 journal is whole only if its records open (its MAC leaves their ciphertext out).
+            let geometry = header
+            let opened = SecureBytes(count: geometry.chunkSize)  // each record's plaintext, wiped when released
+            let chain = FileJournal.decodeChain(data, macKey: keys.macKey, fileID: geometry.fileID) { entry in
+                entry.record.count <= geometry.chunkSize + ChunkRecords.overhead
                     && (try? ChunkRecords.open(entry.record, range: 0..<entry.record.count, into: opened, at: 0, key: keys.chunkKey,
-                                               associatedData: header.chunkAssociatedData(entry.index))) != nil
+                                               associatedData: geometry.chunkAssociatedData(entry.index))) != nil
             }
             if let first = chain.first, let last = chain.last {
                 // Over the header it was written against: redo its flushes and commit them. Over the
@@ -425,75 +393,6 @@ struct CommittedFile {
         allocatedAhead = false
     }
 
-    /// Writes `contents` at `path`, durably, before the overwrites it protects: torn records
-    /// are repaired from it. While a chain is pending the journal follows it in the kept file
-    /// (numbered next); otherwise it starts a new chain (numbered 1). The first journal of an
-    /// open file is created (and its directory `fsync`ed); later chains are written over it in
-    /// place from offset 0, the file not cut when the new one is shorter (a reader ignores what
-    /// follows a chain, §9.1; cutting would make the `fsync` commit a size change), and only once
-    /// the newest header is durable (until then the old chain may be what redoes its records).
-    /// Until the journal's `fsync` returns no record of this commit is written, so a crash in
-    /// between leaves the previous commit whole, and beside it a torn journal after the chain,
-    /// or a chain a reader finds committed or stale (§9.2).
-    /// Returns where in the journal file `contents` starts.
-    private mutating func writeJournal(_ contents: inout FileJournal, at path: FilePath, keys: FileKeys) throws(DataProtectionError) -> Int {
-        let fileSystem = file.fileSystem
-        if headerUncertain {
-            // A chain based on this generation could be stale under the header that failed.
-            try writeHeader(length: header.length, allocated: header.allocatedRecords, keys: keys)
-            try sync()
-        }
-        if chainPending, let kept = journal, let chain {
-            contents.sequence = chain.count + 1  // on the base generation the caller gave it: no header since the chain began
-            let encoded = contents.encoded(macKey: keys.macKey)
-            if chain.end + encoded.count <= chainLimit.bytes {
-                // A failure leaves the chain as it was (whatever was written after it is torn,
-                // and the next journal goes over it): the chain is still what commits the file.
-                try fileSystem.write([.data(encoded)], to: kept.descriptor, at: Int64(chain.end), path: path)
-                try fileSystem.synchronize(kept.descriptor, path: path)
-                self.chain = (chain.count + 1, chain.end + encoded.count)
-                return chain.end
-            }
-        }
-        // The file moved (its journal's descriptor closed) or the chain has no room left.
-        if chainPending { try checkpoint(keys: keys) }
-        if headerUnsynced { try sync() }
-        assert(pending.isEmpty, "a new chain over records still read from the old one")
-        contents.baseGeneration = header.generation
-        contents.sequence = 1
-        let encoded = contents.encoded(macKey: keys.macKey)
-        if let kept = journal {
-            do throws(DataProtectionError) {
-                journal?.needed = true  // torn from here on: removed on failure, never left for a later close to keep
-                try fileSystem.write([.data(encoded)], to: kept.descriptor, at: 0, path: path)
-                try fileSystem.synchronize(kept.descriptor, path: path)
-                chain = (1, encoded.count)
-                return 0
-            } catch {
-                closeJournal()
-                journalLeft = false
-                try? fileSystem.removeFile(at: path)
-                throw error
-            }
-        }
-        try fileSystem.removeFile(at: path)
-        let descriptor = try fileSystem.createFile(at: path)
-        do throws(DataProtectionError) {
-            try fileSystem.write(.data(encoded), to: descriptor, path: path)
-            try fileSystem.synchronize(descriptor, path: path)
-            try fileSystem.synchronizeDirectory(at: path.removingLastComponent())
-        } catch {
-            // Closed once, whatever close(2) reports: it releases the descriptor even when it fails, and a
-            // second close would close whatever another thread opened under the same number meanwhile.
-            try? fileSystem.close(descriptor, path: path)
-            try? fileSystem.removeFile(at: path)
-            throw error
-        }
-        journal = KeptJournal(descriptor: descriptor, path: path, needed: true)
-        chain = (1, encoded.count)
-        return 0
-    }
-
     /// Makes everything written so far durable (a durable flush with nothing left to seal).
     mutating func makeDurable() throws(DataProtectionError) {
         guard unsynced else { return }
@@ -524,37 +423,6 @@ struct CommittedFile {
         }
     }
 
-    // MARK: - Records a chain keeps in memory
-
-    /// `count` bytes of records from `offset`, as the committed state has them: the file's bytes,
-    /// with the records a pending chain has not yet written in place laid over them (a record
-    /// not yet on disk at all, past the physical end, included).
-    func readRecords(at offset: Int64, count: Int) throws(DataProtectionError) -> Data {
-        try pending.overlay(try file.read(at: offset, count: count), at: offset, count: count, header: header,
-                            read: Self.reader(of: detachedJournal ?? journal, fileSystem: file.fileSystem))
-    }
-
-    /// Writes the records a pending chain committed in place (no `fsync`), read from its journal.
-    private mutating func writePendingRecords() throws(DataProtectionError) {
-        guard !pending.isEmpty else { return }
-        let file = self.file, header = self.header
-        try pending.write(stride: header.recordStride, read: Self.reader(of: detachedJournal ?? journal, fileSystem: file.fileSystem)) {
-            (index, records) throws(DataProtectionError) in
-            try file.write(records, at: header.recordOffset(index))
-        }
-        closeDetachedJournal()
-    }
-
-    /// Reads the journal file `source`, which holds the pending records.
-    private static func reader(of source: KeptJournal?, fileSystem: any FileSystem) -> PendingRecords.Reader {
-        { (offset, count) throws(DataProtectionError) in
-            guard let source else {
-                throw .integrity("The records of the file's pending commits are out of reach: its journal was closed.")
-            }
-            return try fileSystem.read(from: source.descriptor, at: offset, count: count, path: source.path)
-        }
-    }
-
     // MARK: - Steps
 
     /// `fsync`, unless the file is unlinked (it has no durable state to reach).
@@ -564,7 +432,7 @@ struct CommittedFile {
     }
 
     /// `fsync`: everything written so far is durable, the last header included.
-    private mutating func sync() throws(DataProtectionError) {
+    mutating func sync() throws(DataProtectionError) {
         try file.synchronize()
         headerUnsynced = false
     }
@@ -580,7 +448,7 @@ struct CommittedFile {
     }
 
     /// Writes the next header into the other slot.
-    private mutating func writeHeader(length: UInt64, allocated: UInt64, keys: FileKeys) throws(DataProtectionError) {
+    mutating func writeHeader(length: UInt64, allocated: UInt64, keys: FileKeys) throws(DataProtectionError) {
         var next = header
         next.generation = try Self.generation(after: next.generation)
         next.length = length
