@@ -422,6 +422,12 @@ enum FormatSpecNames {
 // MARK: - A device holding chosen keys
 
 enum FormatVectorDevice {
+    /// `key` as the key of every class other than B (a vector's reader holds it for all of them).
+    static func symmetricClasses(_ key: Data) -> [KeybagSlot: Data] {
+        Dictionary(uniqueKeysWithValues: [KeybagSlot.complete, .completeUntilFirstUserAuthentication, .completeWhenUserInactive, .none]
+            .map { ($0, key) })
+    }
+
     /// Writes a device directory whose keybag (no passcode) holds `keys` (random keys in the other slots),
     /// boots it and unlocks it.
     static func boot(at directory: URL, keys given: [KeybagSlot: Data]) throws -> Device {

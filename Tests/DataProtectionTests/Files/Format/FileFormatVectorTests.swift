@@ -64,10 +64,7 @@ struct FileFormatVectorTests {
             if classByte == FormatSpec.classB {
                 slotKeys[.completeUnlessOpenSecret] = try vector.hex("class-b-secret")
             } else {
-                let key = try vector.hex("class-key")
-                for slot in [KeybagSlot.complete, .completeUntilFirstUserAuthentication, .completeWhenUserInactive, .none] {
-                    slotKeys[slot] = key
-                }
+                slotKeys = FormatVectorDevice.symmetricClasses(try vector.hex("class-key"))
             }
             let device = try FormatVectorDevice.boot(at: directory.appendingPathComponent("device"), keys: slotKeys)
             let path = directory.appendingPathComponent("file")

@@ -3,12 +3,11 @@ import SystemPackage
 import Testing
 @testable import DataProtection
 
-/// Runs the journal vectors of `Keys/vectors/journals` (file-format.md §9), made by an
-/// independent implementation of the format (`Keys/vectors/generate_files.py`): a protected
-/// file with a journal beside it, opened through the real code path (a `Device` booted from a
-/// keybag that holds the vector's class key, `OpenFile.open`, which recovers, and
-/// `OpenFile.read`). The plaintext read must be the vector's: the chain redone, or the journal
-/// ignored (torn, stale, another file's); either way the journal is gone afterwards.
+/// `Keys/vectors/journals` (file-format.md §9, from `Keys/vectors/generate_files.py`): each a
+/// protected file and the journal beside it, opened as ``FileFormatVectorTests`` opens a file
+/// through the real code path, so that recovery runs. The plaintext read must be the vector's
+/// (the chain redone, or the journal ignored: torn, stale, another file's), and the journal
+/// must be gone afterwards.
 @Suite("Journal vectors")
 struct JournalVectorTests {
     @Test("Journal vector", arguments: FormatVectorFile.names(in: "journals"))
@@ -16,12 +15,8 @@ struct JournalVectorTests {
         let vector = try FormatVectorFile(name)
         #expect(try vector.field("expect") == "success")
         try withFormatScratchDirectory { directory in
-            let key = try vector.hex("class-key")
-            var slotKeys: [KeybagSlot: Data] = [:]
-            for slot in [KeybagSlot.complete, .completeUntilFirstUserAuthentication, .completeWhenUserInactive, .none] {
-                slotKeys[slot] = key
-            }
-            let device = try FormatVectorDevice.boot(at: directory.appendingPathComponent("device"), keys: slotKeys)
+            let device = try FormatVectorDevice.boot(at: directory.appendingPathComponent("device"),
+                                                     keys: FormatVectorDevice.symmetricClasses(try vector.hex("class-key")))
             let path = directory.appendingPathComponent("file")
             let journalPath = directory.appendingPathComponent("file" + FileJournal.suffix)
             try vector.payload.write(to: path)

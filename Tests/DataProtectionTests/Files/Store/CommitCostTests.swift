@@ -25,6 +25,18 @@ import Testing
         return (fileSystem, store, handle, content)
     }
 
+    /// Cuts the power, restarts the store and checks that `path` reads `content` (what the chain
+    /// in the journal file redoes).
+    static func expectAfterPowerCut(
+        _ store: ProtectedStore, at root: URL, path: String = "/f", reads content: Data,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        try store.device.crash()
+        let restarted = try ScratchStore.restarted(at: root, replacing: store)
+        try restarted.device.unlock(passcode: "1234")
+        #expect(try restarted.contents(atPath: path) == content, sourceLocation: sourceLocation)
+    }
+
     @Test("overwrite commits after the first: one fsync each, the journal file reused, none created")
     func overwriteReusesTheJournal() throws {
         try withScratchDirectory { root in
@@ -107,10 +119,7 @@ import Testing
             }
             #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "nothing written in place before the checkpoint")
             // A crash now: the chain in the journal file redoes every commit at the next open.
-            try store.device.crash()
-            let restarted = try ScratchStore.restarted(at: root, replacing: store)
-            try restarted.device.unlock(passcode: "1234")
-            #expect(try restarted.contents(atPath: "/f") == content)
+            try Self.expectAfterPowerCut(store, at: root, reads: content)
             withExtendedLifetime(handle) {}
         }
     }
@@ -143,10 +152,7 @@ import Testing
             try handle.write(contentsOf: frame, atOffset: 32)
             try handle.synchronize()
             content.append(frame)
-            try store.device.crash()
-            let restarted = try ScratchStore.restarted(at: root, replacing: store)
-            try restarted.device.unlock(passcode: "1234")
-            #expect(try restarted.contents(atPath: "/f") == content)
+            try Self.expectAfterPowerCut(store, at: root, reads: content)
             withExtendedLifetime(handle) {}
         }
     }
@@ -168,10 +174,7 @@ import Testing
             content.replaceSubrange(20..<25, with: Data(repeating: 7, count: 5))
             try handle.synchronize()
             #expect(try handle.read(atOffset: 0, upToCount: content.count) == content)
-            try store.device.crash()
-            let restarted = try ScratchStore.restarted(at: root, replacing: store)
-            try restarted.device.unlock(passcode: "1234")
-            #expect(try restarted.contents(atPath: "/g") == content)
+            try Self.expectAfterPowerCut(store, at: root, path: "/g", reads: content)
             withExtendedLifetime(handle) {}
         }
     }
