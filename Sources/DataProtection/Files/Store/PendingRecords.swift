@@ -37,6 +37,19 @@ struct PendingRecords {
         }
     }
 
+    /// Where in the journal file the `count` bytes at `offset` of the file lie, when one pending
+    /// record covers them all (a chunk read while its record is pending: read from the journal
+    /// alone, one `pread`).
+    func location(covering offset: Int64, count: Int, header: FileHeader) -> Location? {
+        let base = header.recordOffset(0), stride = Int64(header.recordStride)
+        guard count > 0, offset >= base else { return nil }
+        let index = UInt64((offset - base) / stride)
+        guard let location = records[index] else { return nil }
+        let within = offset - header.recordOffset(index)
+        guard within + Int64(count) <= Int64(location.count) else { return nil }
+        return Location(offset: location.offset + within, count: count)
+    }
+
     /// `data`, read from `offset` of a file laid out by `header` for a request of `count` bytes,
     /// with the records (read through `read`) laid over it. A record not yet on disk at all (past
     /// the physical end) extends it, as far as records cover it in a row from where the file's bytes end.

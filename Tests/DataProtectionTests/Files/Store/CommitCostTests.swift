@@ -141,6 +141,11 @@ import Testing
                 }
             }
             #expect(fileSystem.syncs - syncs == 200, "one fsync per commit (its journal's): no checkpoint in between")
+            // A chunk whose record is pending (not in the read cache: the middle of the log) is read
+            // from the journal alone, one `pread`, not the data file's too.
+            let reads = fileSystem.dataReads, middle = content.count / 2
+            #expect(try handle.read(atOffset: UInt64(middle), upToCount: 100) == content[middle..<middle + 100])
+            #expect(fileSystem.dataReads == reads, "the data file was read for a record the journal holds")
             #expect(fileSystem.dataWrites == writes, "no record in place yet: \(fileSystem.dataWrites - writes) writes")
             // Started over: 32 bytes kept, the chain's records past them dropped.
             try handle.truncate(atOffset: 32)

@@ -14,11 +14,13 @@ import Testing
     /// Counts `fsync`s and journal creations, and remembers the data files' paths.
     final class CountingFileSystem: ForwardingFileSystem {
         let base = PosixFileSystem()
-        private let counts = Locked((syncs: 0, journals: 0, dataFiles: Set<String>(), dataWrites: 0))
+        private let counts = Locked((syncs: 0, journals: 0, dataFiles: Set<String>(), dataWrites: 0, dataReads: 0))
 
         var syncs: Int { counts.withLock { $0.syncs } }
         /// `pwrite`s of records or headers (a journal's are not counted).
         var dataWrites: Int { counts.withLock { $0.dataWrites } }
+        /// Positioned reads of a data file (a journal's are not counted).
+        var dataReads: Int { counts.withLock { $0.dataReads } }
         var journals: Int { counts.withLock { $0.journals } }
         var dataFiles: Set<String> { counts.withLock { $0.dataFiles } }
 
@@ -33,6 +35,10 @@ import Testing
         func write(_ data: Data, range: Range<Int>, to descriptor: FileDescriptor, at offset: Int64, path: FilePath) throws(DataProtectionError) {
             try base.write(data, range: range, to: descriptor, at: offset, path: path)
             if !path.string.hasSuffix(FileJournal.suffix) { counts.withLock { $0.dataWrites += 1 } }
+        }
+        func read(from descriptor: FileDescriptor, at offset: Int64, count: Int, path: FilePath) throws(DataProtectionError) -> Data {
+            if !path.string.hasSuffix(FileJournal.suffix) { counts.withLock { $0.dataReads += 1 } }
+            return try base.read(from: descriptor, at: offset, count: count, path: path)
         }
         func openDataFile(at path: FilePath, create: Bool) throws(DataProtectionError) -> FileDescriptor {
             counts.withLock { _ = $0.dataFiles.insert(path.string) }
