@@ -15,7 +15,13 @@ extension CommittedFile {
         /// A commit needs it: from the instant it is durable until that commit (or its
         /// recovery) has finished. A needed journal is never removed.
         var needed: Bool
+        /// How many bytes the file holds (journals, and zeros written ahead of the chain).
+        var size: Int
     }
+
+    /// A chain that passes this close to the end of its journal file has zeros written ahead of
+    /// it, up to ``journalStep`` past its end (see ``extendAhead()``).
+    static let journalStep = 1 << 20
 
     // MARK: - Its lifetime
 
@@ -74,6 +80,8 @@ extension CommittedFile {
                 try fileSystem.write([.data(encoded)], to: kept.descriptor, at: Int64(chain.end), path: path)
                 try fileSystem.synchronize(kept.descriptor, path: path)
                 self.chain = (chain.count + 1, chain.end + encoded.count)
+                journal?.size = max(kept.size, chain.end + encoded.count)
+                extendAhead()
                 return chain.end
             }
         }
@@ -90,6 +98,8 @@ extension CommittedFile {
                 try fileSystem.write([.data(encoded)], to: kept.descriptor, at: 0, path: path)
                 try fileSystem.synchronize(kept.descriptor, path: path)
                 chain = (1, encoded.count)
+                journal?.size = max(kept.size, encoded.count)
+                extendAhead()
                 return 0
             } catch {
                 closeJournal()
@@ -111,9 +121,29 @@ extension CommittedFile {
             try? fileSystem.removeFile(at: path)
             throw error
         }
-        journal = KeptJournal(descriptor: descriptor, path: path, needed: true)
+        journal = KeptJournal(descriptor: descriptor, path: path, needed: true, size: encoded.count)
         chain = (1, encoded.count)
+        extendAhead()
         return 0
+    }
+
+    /// Once the chain comes within half a ``journalStep`` of the end of its journal file (and
+    /// the file is below the chain's byte limit), writes zeros from the end up to a step past
+    /// the chain and starts their write-back, without waiting. The next journals then write
+    /// over blocks the file already has: an `fdatasync` of a journal that grows its file also
+    /// commits the file's new size (a second write, to the inode), and this way that happens
+    /// once per step, not at every commit of a chain's first pass over the file. A reader
+    /// ignores what follows a chain (Keys/file-format.md §9.1), and the chain is durable
+    /// already: a failure here (a full disk) costs nothing but the saving.
+    private mutating func extendAhead() {
+        guard let kept = journal, let chain, kept.size < chainLimit.bytes,
+              kept.size - chain.end < Self.journalStep / 2 else { return }
+        let target = min(chainLimit.bytes, chain.end + Self.journalStep)
+        guard target > kept.size else { return }
+        let zeros = Data(count: target - kept.size)
+        guard (try? file.fileSystem.write([.data(zeros)], to: kept.descriptor, at: Int64(kept.size), path: kept.path)) != nil else { return }
+        WriteBehind.start(descriptor: kept.descriptor.rawValue, offset: Int64(kept.size), count: Int64(zeros.count))
+        journal?.size = target
     }
 
     // MARK: - The records of a pending chain

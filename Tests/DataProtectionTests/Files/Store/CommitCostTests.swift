@@ -162,6 +162,34 @@ import Testing
         }
     }
 
+    @Test("a chain's journal file is extended a MiB ahead of it: its commits write over blocks it has, the size committed once per MiB")
+    func journalFileGrowsAheadOfTheChain() throws {
+        try withScratchDirectory { root in
+            let (_, store, handle, prepared) = try Self.prepare(root)
+            var content = prepared
+            let journalSize = { () -> Int? in
+                let files = root.appendingPathComponent("files")
+                let names = (try? FileManager.default.contentsOfDirectory(atPath: files.path)) ?? []
+                return names.first { $0.hasSuffix(FileJournal.suffix) }.flatMap {
+                    (try? FileManager.default.attributesOfItem(atPath: files.appendingPathComponent($0).path))?[.size] as? Int
+                }
+            }
+            let step = CommittedFile.journalStep
+            #expect((journalSize() ?? 0) > step, "zeros a step ahead of the first journal")
+            var sizes: Set<Int> = []
+            for round in 0..<40 {  // some 16.5 KB of journal each: past half a step after ~30
+                let patch = patternBytes(1_000, seed: UInt64(200 + round))
+                try handle.write(contentsOf: patch, atOffset: UInt64(round % 3 * 16_384))
+                content.replaceSubrange(round % 3 * 16_384..<round % 3 * 16_384 + 1_000, with: patch)
+                try handle.synchronize()
+                sizes.insert(try #require(journalSize()))
+            }
+            #expect(sizes.count == 2, "the journal file's size changed \(sizes.count - 1) times in 40 commits: \(sizes.sorted())")
+            try Self.expectAfterPowerCut(store, at: root, reads: content)  // the zeros after the chain are ignored
+            withExtendedLifetime(handle) {}
+        }
+    }
+
     @Test("a file moved with records pending in its chain: read back from the old journal file, written in place at the next commit")
     func pendingRecordsFollowAMove() throws {
         try withScratchDirectory { root in
