@@ -12,6 +12,14 @@ struct ByteWriter {
     /// The bytes written so far.
     var data: Data { bytes.withUnsafeBufferPointer { Data(buffer: $0) } }
 
+    /// How many bytes were written so far.
+    var count: Int { bytes.count }
+
+    /// Calls `body` with the bytes written so far.
+    func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        try bytes.withUnsafeBytes(body)
+    }
+
     /// Appends `data` through its buffer (its element-wise copy makes an iterator per call).
     mutating func append(_ data: Data) { data.withUnsafeBytes { bytes.append(contentsOf: $0) } }
     mutating func append(_ value: UInt8) { bytes.append(value) }

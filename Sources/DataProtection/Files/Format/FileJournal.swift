@@ -62,56 +62,52 @@ package struct FileJournal: Sendable {
     var allocatedRecords: UInt64
     var entries: [Entry]
 
-    /// The journal as written (version 3): its fields, its entries, and the MAC of
-    /// ``authenticatedBytes(version:)``. Every record is a sealed chunk record (at least
+    /// The journal as written (version 3), and where each entry's record starts in it: its
+    /// fields, its entries, and the MAC of those bytes with each record's ciphertext left out
+    /// (``authenticatedBytes(of:records:)``). Every record is a sealed chunk record (at least
     /// ``ChunkRecords/overhead`` bytes).
-    func encoded(macKey: SecureBytes) -> Data {
+    func encoded(macKey: SecureBytes) -> (bytes: Data, recordOffsets: [Int]) {
         var writer = ByteWriter(capacity: Self.fixedByteCount + 32 + entries.reduce(0) { $0 + 12 + $1.record.count })
-        appendFields(to: &writer, version: Self.version)
+        appendFields(to: &writer)
+        var records: [Range<Int>] = []
+        records.reserveCapacity(entries.count)
         for entry in entries {
+            precondition(entry.record.count >= ChunkRecords.overhead, "a journal entry shorter than a sealed record")
             writer.append(entry.index)
             writer.append(UInt32(entry.record.count))
+            records.append(writer.count..<writer.count + entry.record.count)
             writer.append(entry.record)
         }
-        writer.append(BLAKE2b.mac(key: macKey, bytes: authenticatedBytes(version: Self.version)))
-        return writer.data
+        let mac = writer.withUnsafeBytes { body in BLAKE2b.mac(key: macKey, bytes: Self.authenticatedBytes(of: body, records: records)) }
+        writer.append(mac)
+        return (writer.data, records.map(\.lowerBound))
     }
 
-    /// The fields before the entries, as `version` lays them out.
-    private func appendFields(to writer: inout ByteWriter, version: UInt8) {
+    /// The fields before the entries (version 3).
+    private func appendFields(to writer: inout ByteWriter) {
         writer.append(Self.magic)
-        writer.append(version)
+        writer.append(Self.version)
         writer.append(fileID)
         writer.append(baseGeneration)
-        if version >= 2 { writer.append(sequence) }
+        writer.append(sequence)
         writer.append(length)
         writer.append(allocatedRecords)
         writer.append(UInt32(entries.count))
     }
 
-    /// What a version-3 journal's MAC covers: its bytes from its magic to the end of its
-    /// entries, the ciphertext of each record left out (its 24-byte nonce and 16-byte tag
-    /// kept). Every record is at least a nonce and a tag long (``parse(_:from:)`` refuses shorter).
-    private func authenticatedBytes(version: UInt8) -> [UInt8] {
-        var writer = ByteWriter(capacity: Self.fixedByteCount + entries.count * (12 + ChunkRecords.overhead))
-        appendFields(to: &writer, version: version)
-        for entry in entries {
-            precondition(entry.record.count >= ChunkRecords.overhead, "a journal entry shorter than a sealed record")
-            writer.append(entry.index)
-            writer.append(UInt32(entry.record.count))
-            writer.append(entry.record.prefix(XChaCha20Poly1305.nonceByteCount))
-            writer.append(entry.record.suffix(XChaCha20Poly1305.tagByteCount))
+    /// What a version-3 journal's MAC covers: `body`, its bytes from its magic to the end of its
+    /// entries, with the ciphertext of each of its `records` (ranges of `body`, in order, each at
+    /// least ``ChunkRecords/overhead`` bytes) left out, its 24-byte nonce and 16-byte tag kept.
+    private static func authenticatedBytes(of body: UnsafeRawBufferPointer, records: [Range<Int>]) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(body.count - records.reduce(0) { $0 + $1.count - ChunkRecords.overhead })
+        var from = 0
+        for record in records {
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: body[from..<record.lowerBound + XChaCha20Poly1305.nonceByteCount]))
+            from = record.upperBound - XChaCha20Poly1305.tagByteCount
         }
-        return writer.bytes
-    }
-
-    /// Where each entry's record starts in ``encoded(macKey:)``, in entry order.
-    func recordOffsets() -> [Int] {
-        var offset = Self.fixedByteCount
-        return entries.map { entry in
-            defer { offset += 12 + entry.record.count }
-            return offset + 12
-        }
+        bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: body[from...]))
+        return bytes
     }
 
     /// Whether the journal's length, allocation and entries fit the geometry of
@@ -148,8 +144,12 @@ package struct FileJournal: Sendable {
         let bytes = Data(data)
         var chain: [FileJournal] = []
         var offset = 0
-        while chain.count < maximumChain, let (journal, end, version) = parse(bytes, from: offset), bytes.count >= end + 32 {
-            let mac = version >= 3 ? BLAKE2b.mac(key: macKey, bytes: journal.authenticatedBytes(version: version))
+        while chain.count < maximumChain, let (journal, records, end, version) = parse(bytes, from: offset), bytes.count >= end + 32 {
+            let mac = version >= 3
+                ? bytes.withUnsafeBytes { all in
+                    BLAKE2b.mac(key: macKey, bytes: authenticatedBytes(of: UnsafeRawBufferPointer(rebasing: all[offset..<end]),
+                                                                      records: records.map { $0.lowerBound - offset..<$0.upperBound - offset }))
+                }
                 : BLAKE2b.mac(key: macKey, [.data(bytes.subdata(in: offset..<end))])
             guard ConstantTime.equals(mac, bytes.subdata(in: end..<end + 32)), journal.fileID == fileID,
                   version < 3 || journal.entries.allSatisfy(recordOpens) else { break }
@@ -171,9 +171,9 @@ package struct FileJournal: Sendable {
         parse(Data(data), from: 0).map { ($0.journal, $0.end) }
     }
 
-    /// The fields of the journal at `offset` in `data` (indexed from 0), where its body ends
-    /// (its MAC starts) and its version.
-    private static func parse(_ data: Data, from offset: Int) -> (journal: FileJournal, end: Int, version: UInt8)? {
+    /// The fields of the journal at `offset` in `data` (indexed from 0), where in `data` its
+    /// records lie, where its body ends (its MAC starts) and its version.
+    private static func parse(_ data: Data, from offset: Int) -> (journal: FileJournal, records: [Range<Int>], end: Int, version: UInt8)? {
         var reader = ByteReader(data, from: offset, what: "journal")
         do {
             try reader.expect(ascii: "DPFJ")
@@ -185,13 +185,16 @@ package struct FileJournal: Sendable {
             var journal = FileJournal(fileID: fileID, baseGeneration: base, sequence: sequence,
                                       length: try reader.uint64(), allocatedRecords: try reader.uint64(), entries: [])
             let count = try reader.uint32()
+            var records: [Range<Int>] = []
             for _ in 0..<count {
                 let index = try reader.uint64()
                 let size = try reader.uint32()
                 if version >= 3 && Int(size) < ChunkRecords.overhead { return nil }  // not a sealed record
+                let start = reader.offset
                 journal.entries.append(Entry(index: index, record: try reader.bytes(Int(size))))
+                records.append(start..<reader.offset)
             }
-            return (journal, reader.offset, version)
+            return (journal, records, reader.offset, version)
         } catch {
             return nil
         }

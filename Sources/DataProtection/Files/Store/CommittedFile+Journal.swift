@@ -63,8 +63,8 @@ extension CommittedFile {
     /// Until the journal's `fsync` returns no record of this commit is written, so a crash in
     /// between leaves the previous commit whole, and beside it a torn journal after the chain,
     /// or a chain a reader finds committed or stale (§9.2).
-    /// Returns where in the journal file `contents` starts.
-    mutating func writeJournal(_ contents: inout FileJournal, at path: FilePath, keys: FileKeys) throws(DataProtectionError) -> Int {
+    /// Returns where in the journal file each of its records starts.
+    mutating func writeJournal(_ contents: inout FileJournal, at path: FilePath, keys: FileKeys) throws(DataProtectionError) -> [Int] {
         let fileSystem = file.fileSystem
         if headerUncertain {
             // A chain based on this generation could be stale under the header that failed.
@@ -73,7 +73,7 @@ extension CommittedFile {
         }
         if chainPending, let kept = journal, let chain {
             contents.sequence = chain.count + 1  // on the base generation the caller gave it: no header since the chain began
-            let encoded = contents.encoded(macKey: keys.macKey)
+            let (encoded, recordOffsets) = contents.encoded(macKey: keys.macKey)
             if chain.end + encoded.count <= chainLimit.bytes {
                 // A failure leaves the chain as it was (whatever was written after it is torn,
                 // and the next journal goes over it): the chain is still what commits the file.
@@ -82,7 +82,7 @@ extension CommittedFile {
                 self.chain = (chain.count + 1, chain.end + encoded.count)
                 journal?.size = max(kept.size, chain.end + encoded.count)
                 extendAhead()
-                return chain.end
+                return recordOffsets.map { chain.end + $0 }
             }
         }
         // The file moved (its journal's descriptor closed) or the chain has no room left.
@@ -91,7 +91,7 @@ extension CommittedFile {
         assert(pending.isEmpty, "a new chain over records still read from the old one")
         contents.baseGeneration = header.generation
         contents.sequence = 1
-        let encoded = contents.encoded(macKey: keys.macKey)
+        let (encoded, recordOffsets) = contents.encoded(macKey: keys.macKey)
         if let kept = journal {
             do throws(DataProtectionError) {
                 journal?.needed = true  // torn from here on: removed on failure, never left for a later close to keep
@@ -100,7 +100,7 @@ extension CommittedFile {
                 chain = (1, encoded.count)
                 journal?.size = max(kept.size, encoded.count)
                 extendAhead()
-                return 0
+                return recordOffsets
             } catch {
                 closeJournal()
                 journalLeft = false
@@ -124,7 +124,7 @@ extension CommittedFile {
         journal = KeptJournal(descriptor: descriptor, path: path, needed: true, size: encoded.count)
         chain = (1, encoded.count)
         extendAhead()
-        return 0
+        return recordOffsets
     }
 
     /// Once the chain comes within half a ``journalStep`` of the end of its journal file (and

@@ -310,15 +310,15 @@ struct CommittedFile {
                     if newCount > oldCount && appendedInPlace { try sync() }
                     var journal = FileJournal(fileID: header.fileID, baseGeneration: header.generation, length: newLength,
                                               allocatedRecords: committedAllocation, entries: overwrites)
-                    let start = try writeJournal(&journal, at: journalPath, keys: keys)
+                    let recordOffsets = try writeJournal(&journal, at: journalPath, keys: keys)
                     journalDurable = true
                     if newLength >= oldLength && journal.sequence < chainLimit.commits {
                         // Committed by the chain: the header and these records wait for the checkpoint,
                         // the records read from the journal meanwhile. What lies past them is cut now,
                         // as at any commit at rest: a later header (an allocation) must find no record
                         // past what it allows.
-                        for (entry, offset) in zip(overwrites, journal.recordOffsets()) {
-                            pending.keep(PendingRecords.Location(offset: Int64(start + offset), count: entry.record.count), at: entry.index)
+                        for (entry, offset) in zip(overwrites, recordOffsets) {
+                            pending.keep(PendingRecords.Location(offset: Int64(offset), count: entry.record.count), at: entry.index)
                         }
                         try cutStaleRecords(length: newLength, allocated: committedAllocation)
                         header.length = newLength

@@ -40,9 +40,15 @@ import Testing
 
     @Test("a journal written over a longer one reads back whole; a torn one or a mixture of two does not")
     func writtenOverInPlace() throws {
-        let long = Self.journal(base: 5, records: [(0, 16_424), (1, 16_424), (2, 900)]).encoded(macKey: Self.key)
-        let short = Self.journal(base: 6, records: [(2, 4_000)]).encoded(macKey: Self.key)
+        let longJournal = Self.journal(base: 5, records: [(0, 16_424), (1, 16_424), (2, 900)])
+        let (long, longOffsets) = longJournal.encoded(macKey: Self.key)
+        let short = Self.journal(base: 6, records: [(2, 4_000)]).encoded(macKey: Self.key).bytes
         #expect(short.count < long.count)
+        // Where the writer says each record starts: after the fields, and each entry's index and size.
+        #expect(longOffsets == [65, 65 + 16_424 + 12, 65 + 2 * (16_424 + 12)])
+        for (entry, offset) in zip(longJournal.entries, longOffsets) {
+            #expect(long.subdata(in: offset..<offset + entry.record.count) == entry.record)
+        }
 
         // The short journal over the long one: what a kept journal file holds after the write.
         var file = long
@@ -84,7 +90,7 @@ import Testing
     @Test("a version-2 journal (its MAC over the records' ciphertext too) is still read")
     func versionTwoIsRead() throws {
         let journal = Self.journal(base: 3, records: [(1, 300), (2, 1_000)])
-        var body = journal.encoded(macKey: Self.key).dropLast(32)
+        var body = journal.encoded(macKey: Self.key).bytes.dropLast(32)
         body[body.startIndex + 4] = 2
         let v2 = Data(body) + BLAKE2b.mac(key: Self.key, [.data(Data(body))])
         let read = try #require(Self.decode(v2))
@@ -92,6 +98,6 @@ import Testing
         var flipped = v2
         flipped[65 + 100] ^= 0x01  // ciphertext: covered by a version-2 MAC
         #expect(FileJournal.decode(flipped, macKey: Self.key, fileID: Self.fileID, recordOpens: { _ in true }) == nil)
-        #expect(Self.decode(journal.encoded(macKey: Self.key)) != nil, "the same journal as version 3")
+        #expect(Self.decode(journal.encoded(macKey: Self.key).bytes) != nil, "the same journal as version 3")
     }
 }
