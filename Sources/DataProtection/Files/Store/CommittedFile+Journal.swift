@@ -149,20 +149,15 @@ extension CommittedFile {
     // MARK: - The records of a pending chain
 
     /// `count` bytes of records from `offset`, as the committed state has them: the file's bytes,
-    /// with the records a pending chain has not yet written in place laid over them (a record
-    /// not yet on disk at all, past the physical end, included).
+    /// with the records a pending chain has not yet written in place read from its journal
+    /// instead (a record not yet on disk at all, past the physical end, included).
     func readRecords(at offset: Int64, count: Int) throws(DataProtectionError) -> Data {
+        let file = self.file
         guard !pending.isEmpty else { return try file.read(at: offset, count: count) }  // no reader of the journal made
-        let read = Self.reader(of: detachedJournal ?? journal, fileSystem: file.fileSystem)
-        if let location = pending.location(covering: offset, count: count, header: header) {
-            // Within one pending record (a chunk read): its bytes are all the journal's.
-            let bytes = try read(location.offset, location.count)
-            guard bytes.count == location.count else {
-                throw .integrity("The file's journal is shorter than the records it committed: it was truncated.")
-            }
-            return bytes
+        return try pending.read(at: offset, count: count, header: header,
+                                journal: Self.reader(of: detachedJournal ?? journal, fileSystem: file.fileSystem)) {
+            (offset, count) throws(DataProtectionError) in try file.read(at: offset, count: count)
         }
-        return try pending.overlay(try file.read(at: offset, count: count), at: offset, count: count, header: header, read: read)
     }
 
     /// Writes the records a pending chain committed in place (no `fsync`), read from its journal.

@@ -37,44 +37,46 @@ struct PendingRecords {
         }
     }
 
-    /// Where in the journal file the `count` bytes at `offset` of the file lie, when one pending
-    /// record covers them all (a chunk read while its record is pending: read from the journal
-    /// alone, one `pread`).
-    func location(covering offset: Int64, count: Int, header: FileHeader) -> Location? {
-        let base = header.recordOffset(0), stride = Int64(header.recordStride)
-        guard count > 0, offset >= base else { return nil }
-        let index = UInt64((offset - base) / stride)
-        guard let location = records[index] else { return nil }
-        let within = offset - header.recordOffset(index)
-        guard within + Int64(count) <= Int64(location.count) else { return nil }
-        return Location(offset: location.offset + within, count: count)
-    }
-
-    /// `data`, read from `offset` of a file laid out by `header` for a request of `count` bytes,
-    /// with the records (read through `read`) laid over it. A record not yet on disk at all (past
-    /// the physical end) extends it, as far as records cover it in a row from where the file's bytes end.
-    func overlay(_ data: Data, at offset: Int64, count: Int, header: FileHeader, read: Reader) throws(DataProtectionError) -> Data {
-        guard !records.isEmpty, count > 0 else { return data }
-        var data = data
+    /// The `count` bytes at `offset` of a file laid out by `header`, as the committed state has
+    /// them: what a pending record covers read from the journal (`journal`), the rest from the
+    /// file (`file`), one read per stretch of either: a chunk read while its record is pending
+    /// touches the journal alone, a run of chunks the file only for those not pending. A record
+    /// not yet on disk at all (past the physical end) extends the file's bytes; the result ends
+    /// where the bytes stop in a row (the file's end, with no record right after it).
+    func read(at offset: Int64, count: Int, header: FileHeader, journal: Reader, file: Reader) throws(DataProtectionError) -> Data {
+        guard !records.isEmpty, count > 0 else { return try file(offset, count) }
         let stride = Int64(header.recordStride), base = header.recordOffset(0)
         let end = offset + Int64(count)
-        let first = UInt64(max(0, offset - base) / stride), last = UInt64(max(0, end - 1 - base) / stride)
-        guard last >= first else { return data }
-        var covered = data.count  // in a row from the start of the request
-        for index in first...last {
-            guard let location = records[index] else { continue }
-            let start = header.recordOffset(index)
-            let from = max(start, offset), to = min(start + Int64(location.count), end)
-            guard from < to else { continue }
-            let piece = try read(location.offset + (from - start), Int(to - from))
-            guard piece.count == Int(to - from) else {
-                throw .integrity("The file's journal is shorter than the records it committed: it was truncated.")
-            }
-            if Int(to - offset) > data.count { data.append(Data(count: Int(to - offset) - data.count)) }
-            data.replaceSubrange(Int(from - offset)..<Int(to - offset), with: piece)
-            if Int(from - offset) <= covered { covered = max(covered, Int(to - offset)) }
+        var result = Data(capacity: count)
+        var position = offset
+        var fileFrom: Int64?  // where the stretch to read from the file starts
+        /// Reads the file's stretch up to `to`; `false` when the file ends before it.
+        func readFile(to: Int64) throws(DataProtectionError) -> Bool {
+            guard let from = fileFrom, from < to else { return true }
+            fileFrom = nil
+            let bytes = try file(from, Int(to - from))
+            result.append(bytes)
+            return bytes.count == Int(to - from)
         }
-        return data.prefix(covered)
+        while position < end {
+            let index = position >= base ? UInt64((position - base) / stride) : nil
+            let start = index.map { header.recordOffset($0) } ?? base
+            if let index, let location = records[index], position - start < Int64(location.count) {
+                guard try readFile(to: position) else { return result }
+                let to = min(start + Int64(location.count), end)
+                let piece = try journal(location.offset + (position - start), Int(to - position))
+                guard piece.count == Int(to - position) else {
+                    throw .integrity("The file's journal is shorter than the records it committed: it was truncated.")
+                }
+                result.append(piece)
+                position = to
+            } else {
+                if fileFrom == nil { fileFrom = position }
+                position = min(end, index == nil ? base : start + stride)
+            }
+        }
+        _ = try readFile(to: end)
+        return result
     }
 
     /// Hands the records (read through `read`) to `write` in index order, each run of

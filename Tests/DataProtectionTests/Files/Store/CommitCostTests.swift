@@ -146,6 +146,10 @@ import Testing
             let reads = fileSystem.dataReads, middle = content.count / 2
             #expect(try handle.read(atOffset: UInt64(middle), upToCount: 100) == content[middle..<middle + 100])
             #expect(fileSystem.dataReads == reads, "the data file was read for a record the journal holds")
+            // A run of such chunks (a WAL frame spans two; here four) too: the journal alone.
+            let quarter = content.count / 4
+            #expect(try handle.read(atOffset: UInt64(quarter), upToCount: 12_000) == content[quarter..<quarter + 12_000])
+            #expect(fileSystem.dataReads == reads, "the data file was read for a run of records the journal holds")
             #expect(fileSystem.dataWrites == writes, "no record in place yet: \(fileSystem.dataWrites - writes) writes")
             // Started over: 32 bytes kept, the chain's records past them dropped.
             try handle.truncate(atOffset: 32)
