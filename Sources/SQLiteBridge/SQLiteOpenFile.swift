@@ -196,8 +196,11 @@ private let fileShmLock: @convention(c) (UnsafeMutablePointer<sqlite3_file>?, In
     file, offset, count, flags in
     guard offset >= 0, count > 0, offset + count <= SQLITE_SHM_NLOCK else { return SQLITE_MISUSE }
     let open = SQLiteOpenFile.from(file)
-    if flags & SQLITE_SHM_LOCK != 0 {
-        // WAL mode starts its transactions here, without reading the database file.
+    if flags & SQLITE_SHM_LOCK != 0, open.sharedMemory.shared == 0, open.sharedMemory.exclusive == 0 {
+        // WAL mode starts its transactions here, without reading the database file: the first
+        // lock of a connection holding none (a read transaction, which a write one extends,
+        // or a checkpoint) asks the storage. The locks taken inside a transaction do not ask
+        // again: its reads and writes do.
         let status = open.checkAccess(failing: SQLiteResultCode.ioErrorShmLock)
         guard status == SQLITE_OK else { return status }
     }

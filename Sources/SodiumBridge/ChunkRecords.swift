@@ -16,8 +16,18 @@ package enum ChunkRecords {
         _ plaintext: Data, range: Range<Int>, into records: inout Data, at offset: Int,
         key: SecureBytes, associatedData: Data
     ) {
+        var nonces = ChunkNonces(count: 1)
+        seal(plaintext, range: range, into: &records, at: offset, key: key, associatedData: associatedData, nonces: &nonces)
+    }
+
+    /// Seals `plaintext[range]` into `records` at `offset`, its nonce the next of `nonces`.
+    package static func seal(
+        _ plaintext: Data, range: Range<Int>, into records: inout Data, at offset: Int,
+        key: SecureBytes, associatedData: Data, nonces: inout ChunkNonces
+    ) {
         plaintext.withUnsafeBytes { source in
-            seal(UnsafeRawBufferPointer(rebasing: source[range]), into: &records, at: offset, key: key, associatedData: associatedData)
+            seal(UnsafeRawBufferPointer(rebasing: source[range]), into: &records, at: offset, key: key,
+                 associatedData: associatedData, nonces: &nonces)
         }
     }
 
@@ -26,8 +36,18 @@ package enum ChunkRecords {
         _ plaintext: SecureBytes, range: Range<Int>, into records: inout Data, at offset: Int,
         key: SecureBytes, associatedData: Data
     ) {
+        var nonces = ChunkNonces(count: 1)
+        seal(plaintext, range: range, into: &records, at: offset, key: key, associatedData: associatedData, nonces: &nonces)
+    }
+
+    /// Seals `plaintext[range]` (secure memory) into `records` at `offset`, its nonce the next of `nonces`.
+    package static func seal(
+        _ plaintext: SecureBytes, range: Range<Int>, into records: inout Data, at offset: Int,
+        key: SecureBytes, associatedData: Data, nonces: inout ChunkNonces
+    ) {
         plaintext.withUnsafeBytes { source in
-            seal(UnsafeRawBufferPointer(rebasing: source[range]), into: &records, at: offset, key: key, associatedData: associatedData)
+            seal(UnsafeRawBufferPointer(rebasing: source[range]), into: &records, at: offset, key: key,
+                 associatedData: associatedData, nonces: &nonces)
         }
     }
 
@@ -70,15 +90,18 @@ package enum ChunkRecords {
     }
 
     private static func seal(
-        _ plaintext: UnsafeRawBufferPointer, into records: inout Data, at offset: Int, key: SecureBytes, associatedData: Data
+        _ plaintext: UnsafeRawBufferPointer, into records: inout Data, at offset: Int, key: SecureBytes, associatedData: Data,
+        nonces: inout ChunkNonces
     ) {
         Sodium.ensureInitialized()
         precondition(key.count == XChaCha20Poly1305.keyByteCount, "chunk key must be 32 bytes")
         precondition(offset >= 0 && offset + plaintext.count + overhead <= records.count, "record out of bounds")
         records.withUnsafeMutableBytes { out in
+            let record = out.baseAddress! + offset
+            nonces.take(into: record)
             key.withUnsafeBytes { k in
                 associatedData.withUnsafeBytes { ad in
-                    sealRecord(plaintext, at: out.baseAddress! + offset, key: k, associatedData: ad)
+                    sealRecord(plaintext, at: record, key: k, associatedData: ad, nonceWritten: true)
                 }
             }
         }
@@ -101,12 +124,13 @@ package enum ChunkRecords {
     // MARK: - The record itself (also used by ChunkBatch's workers)
 
     /// Seals `plaintext` into the record at `record` (room for `plaintext.count + overhead`
-    /// bytes): a fresh random nonce, then ciphertext and tag. `key` is 32 bytes.
+    /// bytes): a fresh random nonce (drawn here unless `nonceWritten`: then the caller wrote one
+    /// at `record`), then ciphertext and tag. `key` is 32 bytes.
     static func sealRecord(
         _ plaintext: UnsafeRawBufferPointer, at record: UnsafeMutableRawPointer,
-        key: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer
+        key: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer, nonceWritten: Bool = false
     ) {
-        randombytes_buf(record, XChaCha20Poly1305.nonceByteCount)
+        if !nonceWritten { randombytes_buf(record, XChaCha20Poly1305.nonceByteCount) }
         var sealedLength: UInt64 = 0
         _ = crypto_aead_xchacha20poly1305_ietf_encrypt(
             (record + XChaCha20Poly1305.nonceByteCount).assumingMemoryBound(to: UInt8.self), &sealedLength,
@@ -131,6 +155,33 @@ package enum ChunkRecords {
             associatedData.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(associatedData.count),
             record.baseAddress!.assumingMemoryBound(to: UInt8.self),
             key.baseAddress!.assumingMemoryBound(to: UInt8.self)) == 0
+    }
+}
+
+/// Fresh random nonces for the records one flush seals, drawn from the system's generator
+/// in one call (`randombytes_buf`, a `getrandom` each) rather than one per record: a SQLite
+/// WAL commit seals two. Each is handed out once, and a batch lives no longer than the flush
+/// that drew it (a process forked meanwhile cannot hand out the same ones). Nonces are public:
+/// each is written beside its ciphertext.
+package struct ChunkNonces {
+    private let batch: Int
+    private var bytes = Data()
+    private var next = 0
+
+    /// Nonces drawn `count` (at least one) at a time, the first batch when the first is taken.
+    package init(count: Int) {
+        batch = max(1, count) * XChaCha20Poly1305.nonceByteCount
+    }
+
+    /// Writes the next nonce at `destination`, drawing a batch when none is left.
+    mutating func take(into destination: UnsafeMutableRawPointer) {
+        let size = XChaCha20Poly1305.nonceByteCount
+        if next + size > bytes.count {
+            bytes = Random.bytes(count: batch)
+            next = 0
+        }
+        bytes.withUnsafeBytes { destination.copyMemory(from: $0.baseAddress! + next, byteCount: size) }
+        next += size
     }
 }
 

@@ -76,6 +76,27 @@ struct XChaCha20Poly1305Tests {
             try ChunkRecords.open(records, range: 0..<5040, into: &out, at: 0, key: key, associatedData: ad)
         }
     }
+
+    @Test("chunk records sealed from one batch of nonces: each its own nonce, across batches too, and each opens")
+    func chunkNonceBatches() throws {
+        let plaintext = Data((0..<300).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        let stride = plaintext.count + ChunkRecords.overhead
+        var records = Data(count: 7 * stride)
+        var nonces = ChunkNonces(count: 3)  // seven records: three batches drawn
+        for index in 0..<7 {
+            ChunkRecords.seal(plaintext, range: 0..<plaintext.count, into: &records, at: index * stride, key: key,
+                              associatedData: ad, nonces: &nonces)
+        }
+        let used = (0..<7).map { records.subdata(in: $0 * stride..<$0 * stride + XChaCha20Poly1305.nonceByteCount) }
+        #expect(Set(used).count == 7, "a nonce was handed out twice")
+        #expect(!used.contains(Data(count: XChaCha20Poly1305.nonceByteCount)), "a nonce left unwritten")
+        for index in 0..<7 {
+            var out = Data(count: plaintext.count)
+            try ChunkRecords.open(records, range: index * stride..<(index + 1) * stride, into: &out, at: 0, key: key,
+                                  associatedData: ad)
+            #expect(out == plaintext)
+        }
+    }
 }
 
 extension Data {

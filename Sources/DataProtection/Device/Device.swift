@@ -347,7 +347,7 @@ public final class Device: Sendable {
         let now = clock.now
         let slot = KeybagSlot(protectionClass)
         return try core.withLock { core throws(DataProtectionError) -> R? in
-            if let deadline = core.deadlines[slot], deadline <= now { return nil }
+            if !core.deadlines.isEmpty, let deadline = core.deadlines[slot], deadline <= now { return nil }
             guard let key = core.keys.key(slot) else { return nil }
             return try body(key)
         }

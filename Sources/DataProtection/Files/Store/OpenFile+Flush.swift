@@ -185,7 +185,8 @@ extension OpenFile {
         let chunkSize = UInt64(header.chunkSize)
         let oldCount = header.records(forLength: oldLength)
         let newCount = header.records(forLength: newLength)
-        var indices = Set(cache.filter { $0.value.dirty && $0.key < newCount }.map(\.key))
+        var indices = Set<UInt64>(minimumCapacity: cache.count)
+        for (index, entry) in cache where entry.dirty && index < newCount { indices.insert(index) }
         // The records past the committed end from the recorded end on: a range, not a set (a
         // truncation far past the end makes millions of zero chunks, sealed a run at a time).
         var tail: Range<UInt64> = newCount..<newCount
@@ -204,13 +205,13 @@ extension OpenFile {
             precondition(direct.chunks.upperBound <= newLength >> UInt64(header.chunkShift), "direct chunks past the end")
             indices.formUnion(direct.chunks)
         }
-        if !tail.isEmpty { indices = indices.filter { !tail.contains($0) } }
+        if !tail.isEmpty && indices.contains(where: { tail.contains($0) }) { indices = indices.filter { !tail.contains($0) } }
         // Committed chunks it changes (the old last partial one, when it grows) stay cached and dirty
         // until the commit: a deferred append leaves them for the commit that needs the journal, and a
         // flush that fails half way (an I/O error, a short `pwrite` that tears one on disk, repaired
         // from the journal at the next open or below) still reads them from memory and seals them
         // again next time. Chunks of a direct write are sealed from the caller's data instead.
-        let committedChanges = indices.filter { $0 < oldCount }
+        let committedChanges = indices.allSatisfy { $0 < oldCount } ? indices : indices.filter { $0 < oldCount }
         let deferred = !durable && newLength >= oldLength && committedChanges.count <= Self.retainedLimit
             && !committedChanges.contains { direct?.chunks.contains($0) ?? false }
         for index in committedChanges where cache[index]?.dirty != true && !(direct?.chunks.contains(index) ?? false) {
@@ -238,18 +239,21 @@ extension OpenFile {
             try disk.allocate(allocated, ahead: deferred, keys: keys)
         }
         let shift = UInt64(header.chunkShift)
+        var nonces = ChunkNonces(count: min(indices.count + tail.count, Self.cacheLimit))
         /// Seals chunk `index` (`length` bytes) into `records` at `position`.
         func seal(_ index: UInt64, length: Int, into records: inout Data, at position: Int) throws(DataProtectionError) {
             let ad = header.chunkAssociatedData(index)
             if let direct, direct.chunks.contains(index) {
                 let start = Int((index << shift) - direct.offset)
                 ChunkRecords.seal(direct.data, range: start..<start + length, into: &records, at: position,
-                                  key: keys.chunkKey, associatedData: ad)
+                                  key: keys.chunkKey, associatedData: ad, nonces: &nonces)
             } else if let cached = cache[index]?.buffer ?? readCache[index] {
-                ChunkRecords.seal(cached, range: 0..<length, into: &records, at: position, key: keys.chunkKey, associatedData: ad)
+                ChunkRecords.seal(cached, range: 0..<length, into: &records, at: position, key: keys.chunkKey, associatedData: ad,
+                                  nonces: &nonces)
             } else {
                 let loaded = try loadChunk(index, keys: keys)
-                ChunkRecords.seal(loaded, range: 0..<length, into: &records, at: position, key: keys.chunkKey, associatedData: ad)
+                ChunkRecords.seal(loaded, range: 0..<length, into: &records, at: position, key: keys.chunkKey, associatedData: ad,
+                                  nonces: &nonces)
                 recycle(loaded)
             }
         }
@@ -326,7 +330,7 @@ extension OpenFile {
         for (index, entry) in cache {
             if index == partial { keepRead(index, entry.buffer) } else { recycle(entry.buffer) }
         }
-        cache.removeAll()
+        cache.removeAll(keepingCapacity: true)  // the next commit's chunks go in the same table
         if durable { releaseSpares() }
     }
 
