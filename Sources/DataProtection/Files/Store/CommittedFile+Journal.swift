@@ -23,6 +23,9 @@ extension CommittedFile {
     /// it, up to ``journalStep`` past its end (see ``extendAhead()``).
     static let journalStep = 1 << 20
 
+    /// The zeros ``extendAhead()`` writes, a block at a time.
+    private static let zeroBlock = Data(count: 64 << 10)
+
     // MARK: - Its lifetime
 
     /// Closes the kept journal's descriptor (the file stays where it is), unless pending records
@@ -140,9 +143,13 @@ extension CommittedFile {
               kept.size - chain.end < Self.journalStep / 2 else { return }
         let target = min(chainLimit.bytes, chain.end + Self.journalStep)
         guard target > kept.size else { return }
-        let zeros = Data(count: target - kept.size)
-        guard (try? file.fileSystem.write([.data(zeros)], to: kept.descriptor, at: Int64(kept.size), path: kept.path)) != nil else { return }
-        WriteBehind.start(descriptor: kept.descriptor.rawValue, offset: Int64(kept.size), count: Int64(zeros.count))
+        // From one block of zeros kept for the process, written as often as needed (a MiB
+        // allocated and zeroed at each step cost 256 page faults).
+        let count = target - kept.size, block = Self.zeroBlock
+        var parts = [FileBytes](repeating: .data(block), count: count / block.count)
+        if count % block.count != 0 { parts.append(.data(block.prefix(count % block.count))) }
+        guard (try? file.fileSystem.write(parts, to: kept.descriptor, at: Int64(kept.size), path: kept.path)) != nil else { return }
+        WriteBehind.start(descriptor: kept.descriptor.rawValue, offset: Int64(kept.size), count: Int64(count))
         journal?.size = target
     }
 
