@@ -140,6 +140,13 @@ public final class ProtectedDatabase: Sendable {
         try run { connection throws(SQLiteError) in try connection.execute(sql, arguments: arguments, forEachRow: forEachRow) }
     }
 
+    /// Whether `sql` ends with a complete statement: a semicolon outside any string, identifier,
+    /// comment or trigger body (`sqlite3_complete`). A reader of SQL line by line (a shell, a
+    /// script runner) runs what it gathered once this is true, as `sqlite3` does.
+    public static func isComplete(_ sql: String) -> Bool {
+        SQLiteConnection.isComplete(sql)
+    }
+
     /// Every row of the one statement `sql`.
     public func query(_ sql: String, _ arguments: [SQLiteValue] = []) throws(DataProtectionError) -> [SQLiteRow] {
         try run { connection throws(SQLiteError) in try connection.query(sql, arguments: arguments) }

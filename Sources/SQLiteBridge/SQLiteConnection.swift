@@ -108,6 +108,13 @@ public final class SQLiteConnection {
         return sqlite3_last_insert_rowid(handle)
     }
 
+    /// Whether `sql` ends with a complete statement: a semicolon outside any string, identifier,
+    /// comment or trigger body (`sqlite3_complete`; how `sqlite3` knows, reading line by line,
+    /// when to run what it has read). Blanks and comments after that semicolon are allowed.
+    public static func isComplete(_ sql: String) -> Bool {
+        sql.withCString { sqlite3_complete($0) != 0 }
+    }
+
     /// Runs every statement of `sql` in turn, passing each row to `body` (when given) as it
     /// is stepped; `arguments` bind the parameters of the first statement.
     public func execute(_ sql: String, arguments: [SQLiteValue] = [], forEachRow body: ((SQLiteRow) -> Void)? = nil) throws(SQLiteError) {
@@ -172,10 +179,8 @@ public final class SQLiteConnection {
     /// Prepares each statement of `sql` in turn (skipping empty ones), runs `body` on it and finalizes it.
     private func forEachStatement(_ sql: String, _ body: (OpaquePointer, Int) throws(SQLiteError) -> Void) throws(SQLiteError) {
         let handle = try open()
-        let utf8 = Array(sql.utf8CString)
         var failure: SQLiteError?
-        utf8.withUnsafeBufferPointer { buffer in
-            guard let start = buffer.baseAddress else { return }
+        sql.withCString { start in  // the string's own bytes (no copy of a native string)
             var cursor: UnsafePointer<CChar>? = start
             var index = 0
             while let current = cursor, current.pointee != 0 {

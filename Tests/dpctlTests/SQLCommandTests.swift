@@ -50,4 +50,42 @@ import Testing
         #expect(locked.status == 10, "\(locked.standardError)")
         #expect(try fixture.run(["sql", "b.db", "--create", "--class", "completeUnlessOpen", "CREATE TABLE t(x)"], passcode: nil).status == 0)
     }
+
+    @Test("standard input runs a complete statement at a time, as sqlite3 reads it: semicolons in strings, comments and trigger bodies, lines longer than a read, a last statement without its semicolon")
+    func standardInputByStatement() throws {
+        let fixture = try StoreFixture()
+        try fixture.initialize()
+        let long = String(repeating: "x", count: 200_000)  // one line, longer than any single read of the pipe
+        var script = """
+            CREATE TABLE t(v TEXT);
+            INSERT INTO t VALUES('a;
+            b'); INSERT INTO t VALUES('c');
+            CREATE TRIGGER tr AFTER INSERT ON t WHEN new.v = 'd' BEGIN
+              INSERT INTO t VALUES('from the trigger;');
+            END;
+            -- a comment; with a semicolon
+            INSERT INTO t VALUES('d') /* ; */;
+            INSERT INTO t VALUES('\(long)');
+            BEGIN;
+
+            """
+        for row in 0..<3_000 { script += "INSERT INTO t VALUES('row \(row)');\n" }
+        script += "COMMIT;\nSELECT v FROM t WHERE length(v) < 20 AND v NOT LIKE 'row %';\nSELECT count(*), max(length(v)) FROM t"
+        let input = try fixture.localFile("script.sql", Data(script.utf8))
+        let result = try fixture.run(["sql", "a.db", "--create"], input: input)
+        #expect(result.status == 0, "\(result.standardError)")
+        #expect(result.standardOutput == "a;\nb\nc\nd\nfrom the trigger;\n3005|200000\n")
+
+        // The rows of the statements before one that fails are printed, then the error.
+        let failing = try fixture.localFile("failing.sql", Data("SELECT 1;\nSELEC 2;\nSELECT 3;\n".utf8))
+        let failed = try fixture.run(["sql", "a.db"], input: failing)
+        #expect(failed.status == 26)
+        #expect(failed.standardOutput == "1\n")
+        #expect(failed.standardError.contains("syntax error"), "\(failed.standardError)")
+        let notText = try fixture.localFile("bytes.sql", Data([0x53, 0x45, 0x4C, 0x45, 0x43, 0x54, 0x20, 0x27, 0xFF, 0x27, 0x3B, 0x0A]))
+        let refused = try fixture.run(["sql", "a.db"], input: notText)
+        #expect(refused.status != 0 && refused.standardError.contains("not UTF-8"), "\(refused.standardError)")
+        let blank = try fixture.localFile("blank.sql", Data("SELECT count(*) FROM t;\n\n   \n".utf8))
+        #expect(try fixture.run(["sql", "a.db"], input: blank).standardOutput == "3005\n")
+    }
 }

@@ -40,12 +40,12 @@ struct SQL: ParsableCommand {
             guard exists || create else {
                 throw DataProtectionError(.fileNotFound, "No database at \(path).", hint: "Pass --create to make one.")
             }
-            let sql = try statements ?? Self.readStandardInput()
             // Rows as they come: from a database opened here, or all at once from the agent.
             let produce: (_ forEachRow: (SQLiteRow) -> Void) throws(DataProtectionError) -> Void
             var database: ProtectedDatabase?
             defer { database?.close() }
             if let agent = session.agent {
+                let sql = try statements ?? Self.readStandardInput()
                 produce = { forEachRow throws(DataProtectionError) in
                     for row in try agent.executeSQL(sql, inDatabaseAtPath: path, create: create, protection: ProtectionChoice(protectionClass)) { forEachRow(row) }
                 }
@@ -58,8 +58,14 @@ struct SQL: ParsableCommand {
                 if exists || effective != .completeUnlessOpen { try session.unlock(for: effective) }
                 let opened = try ProtectedDatabase(atPath: path, in: local, create: create, protection: ProtectionChoice(protectionClass))
                 database = opened
+                // Standard input runs as it is read, a complete statement at a time (like
+                // `sqlite3`): a script of any size in constant memory.
                 produce = { forEachRow throws(DataProtectionError) in
-                    try withoutActuallyEscaping(forEachRow) { each throws(DataProtectionError) in try opened.execute(sql, forEachRow: each) }
+                    try withoutActuallyEscaping(forEachRow) { each throws(DataProtectionError) in
+                        if let statements { return try opened.execute(statements, forEachRow: each) }
+                        var input = SQLStatementReader(.standardInput)
+                        while let sql = try input.next() { try opened.execute(sql, forEachRow: each) }
+                    }
                 }
             }
             if output.json {
@@ -74,14 +80,21 @@ struct SQL: ParsableCommand {
             let standardOutput = PipelinedOutput(.standardOutput, describe: "standard output")
             var text = Data()
             var outputError: (any Error)?
-            try produce { row in
-                guard outputError == nil else { return }
-                text.append(row.listModeText)
-                text.append(0x0A)
-                if text.count >= 1 << 16 {
-                    do { try standardOutput.write(text) } catch { outputError = error }
-                    text = Data()
+            do throws(DataProtectionError) {
+                try produce { row in
+                    guard outputError == nil else { return }
+                    text.append(row.listModeText)
+                    text.append(0x0A)
+                    if text.count >= 1 << 16 {
+                        do { try standardOutput.write(text) } catch { outputError = error }
+                        text = Data()
+                    }
                 }
+            } catch {
+                // The rows of the statements before the one that failed are printed, as `sqlite3` does.
+                if outputError == nil { try? standardOutput.write(text) }
+                try? standardOutput.finish()
+                throw error
             }
             if let outputError { throw outputError }
             try standardOutput.write(text)
@@ -89,6 +102,7 @@ struct SQL: ParsableCommand {
         }
     }
 
+    /// All of standard input (for the agent, which runs a request's SQL as one piece).
     private static func readStandardInput() throws(DataProtectionError) -> String {
         let bytes = FileHandle.standardInput.readDataToEndOfFile()
         guard let text = String(data: bytes, encoding: .utf8) else {
