@@ -88,4 +88,44 @@ import Testing
         let blank = try fixture.localFile("blank.sql", Data("SELECT count(*) FROM t;\n\n   \n".utf8))
         #expect(try fixture.run(["sql", "a.db"], input: blank).standardOutput == "3005\n")
     }
+
+    @Test("typed at a terminal (a pipe fed a line at a time): each statement's rows are printed once its line is read, before the next")
+    func interactive() throws {
+        let fixture = try StoreFixture()
+        try fixture.initialize()
+        let process = Process()
+        process.executableURL = DPCtlRunner.executable
+        process.arguments = ["sql", "a.db", "--create"]
+        process.environment = fixture.environment(passcode: "1234")
+        let input = Pipe(), output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        let received = ReceivedText()
+        output.fileHandleForReading.readabilityHandler = { handle in received.append(handle.availableData) }
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        /// Waits (up to 20 s) until standard output holds `expected`.
+        func expectOutput(_ expected: String, after line: String) {
+            input.fileHandleForWriting.write(Data(line.utf8))
+            let deadline = Date().addingTimeInterval(20)
+            while received.text != expected && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+            #expect(received.text == expected, "after \(line.debugDescription)")
+        }
+        expectOutput("", after: "CREATE TABLE t(v);\n")
+        expectOutput("1\n", after: "INSERT INTO t VALUES (1); SELECT count(*) FROM t;\n")
+        expectOutput("1\n", after: "INSERT INTO t VALUES ('two\n")  // inside a string: nothing runs
+        expectOutput("1\n2\n", after: "lines'); SELECT count(*) FROM t;\n")
+        try input.fileHandleForWriting.close()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+    }
+}
+
+/// Text arriving on a pipe, appended from its reading thread.
+private final class ReceivedText: @unchecked Sendable {
+    private let lock = NSLock()
+    private var bytes = Data()
+    func append(_ data: Data) { lock.lock(); bytes.append(data); lock.unlock() }
+    var text: String { lock.lock(); defer { lock.unlock() }; return String(decoding: bytes, as: UTF8.self) }
 }

@@ -41,12 +41,14 @@ struct SQL: ParsableCommand {
                 throw DataProtectionError(.fileNotFound, "No database at \(path).", hint: "Pass --create to make one.")
             }
             // Rows as they come: from a database opened here, or all at once from the agent.
-            let produce: (_ forEachRow: (SQLiteRow) -> Void) throws(DataProtectionError) -> Void
+            // `ran` follows each piece of SQL run: its rows are printed then, before the next
+            // read of standard input (which may wait for a line to be typed).
+            let produce: (_ forEachRow: (SQLiteRow) -> Void, _ ran: () -> Void) throws(DataProtectionError) -> Void
             var database: ProtectedDatabase?
             defer { database?.close() }
             if let agent = session.agent {
                 let sql = try statements ?? Self.readStandardInput()
-                produce = { forEachRow throws(DataProtectionError) in
+                produce = { forEachRow, _ throws(DataProtectionError) in
                     for row in try agent.executeSQL(sql, inDatabaseAtPath: path, create: create, protection: ProtectionChoice(protectionClass)) { forEachRow(row) }
                 }
             } else {
@@ -60,36 +62,41 @@ struct SQL: ParsableCommand {
                 database = opened
                 // Standard input runs as it is read, a complete statement at a time (like
                 // `sqlite3`): a script of any size in constant memory.
-                produce = { forEachRow throws(DataProtectionError) in
+                produce = { forEachRow, ran throws(DataProtectionError) in
                     try withoutActuallyEscaping(forEachRow) { each throws(DataProtectionError) in
                         if let statements { return try opened.execute(statements, forEachRow: each) }
                         var input = SQLStatementReader(.standardInput)
-                        while let sql = try input.next() { try opened.execute(sql, forEachRow: each) }
+                        while let sql = try input.next() {
+                            try opened.execute(sql, forEachRow: each)
+                            ran()
+                        }
                     }
                 }
             }
             if output.json {
                 var rows: [[String: JSONValue]] = []
-                try produce { row in
+                try produce({ row in
                     var object: [String: JSONValue] = [:]
                     for (index, value) in row.values.enumerated() { object[row.columns[index]] = JSONValue(value) }
                     rows.append(object)
-                }
+                }, {})
                 return try printJSON(rows)
             }
             let standardOutput = PipelinedOutput(.standardOutput, describe: "standard output")
             var text = Data()
             var outputError: (any Error)?
             do throws(DataProtectionError) {
-                try produce { row in
+                let flush = {
+                    guard outputError == nil, !text.isEmpty else { return }
+                    do { try standardOutput.write(text) } catch { outputError = error }
+                    text = Data()
+                }
+                try produce({ row in
                     guard outputError == nil else { return }
                     text.append(row.listModeText)
                     text.append(0x0A)
-                    if text.count >= 1 << 16 {
-                        do { try standardOutput.write(text) } catch { outputError = error }
-                        text = Data()
-                    }
-                }
+                    if text.count >= 1 << 16 { flush() }
+                }, flush)
             } catch {
                 // The rows of the statements before the one that failed are printed, as `sqlite3` does.
                 if outputError == nil { try? standardOutput.write(text) }
