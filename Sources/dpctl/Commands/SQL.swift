@@ -60,8 +60,8 @@ struct SQL: ParsableCommand {
                 if exists || effective != .completeUnlessOpen { try session.unlock(for: effective) }
                 let opened = try ProtectedDatabase(atPath: path, in: local, create: create, protection: ProtectionChoice(protectionClass))
                 database = opened
-                // Standard input runs as it is read, a complete statement at a time (like
-                // `sqlite3`): a script of any size in constant memory.
+                // Standard input runs as it is read, in pieces of complete statements (like
+                // `sqlite3`): a script of any size in bounded memory.
                 produce = { forEachRow, ran throws(DataProtectionError) in
                     try withoutActuallyEscaping(forEachRow) { each throws(DataProtectionError) in
                         if let statements { return try opened.execute(statements, forEachRow: each) }
