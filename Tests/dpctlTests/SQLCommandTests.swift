@@ -120,7 +120,62 @@ import Testing
         process.waitUntilExit()
         #expect(process.terminationStatus == 0)
     }
+
+    @Test("standard input fed through a pipe in pieces of random sizes runs a script as the argument runs it whole: random scripts with semicolons and newlines in strings and comments, statements across lines and several on one", arguments: [1, 2, 3] as [UInt64])
+    func standardInputMatchesTheArgument(seed: UInt64) throws {
+        let fixture = try StoreFixture()
+        try fixture.initialize()
+        var state = seed &* 0x9E37_79B9_7F4A_7C15
+        func random(_ bound: Int) -> Int {
+            state ^= state << 13; state ^= state >> 7; state ^= state << 17
+            return Int(state % UInt64(bound))
+        }
+        let pieces = ["a", ";", "\n", "--", "/*", "*/", "''", " ", "end;", "BEGIN", "x\n;\n"]
+        func text() -> String { (0..<random(6)).map { _ in pieces[random(pieces.count)] }.joined() }
+        var script = "CREATE TABLE t(v);\nCREATE TABLE log(v);\nCREATE TRIGGER tr AFTER INSERT ON t BEGIN\n  INSERT INTO log VALUES ('x;');\n  INSERT INTO log VALUES (new.v);\nEND;\n"
+        for row in 0..<1_500 {
+            let value = "'\(text().replacingOccurrences(of: "'", with: "''"))'"
+            let statement = ["INSERT INTO t VALUES (\(value));", "INSERT INTO t VALUES (\(row)); -- a comment; \(text().replacingOccurrences(of: "\n", with: " "))\n",
+                             "/* \(text().replacingOccurrences(of: "*", with: "")) */ INSERT INTO t\nVALUES (\(value));",
+                             "INSERT INTO t VALUES (\(row)); INSERT INTO t VALUES (\(value));", "SELECT count(*) FROM log;", "\n"][random(6)]
+            script += statement + (random(4) == 0 ? " " : "\n")  // a line comment ends its line itself
+        }
+        script += "SELECT v FROM t ORDER BY rowid;\nSELECT v FROM log ORDER BY rowid"
+        let whole = try fixture.run(["sql", "whole.db", "--create", script])
+        #expect(whole.status == 0, "\(whole.standardError)")
+        // Through a pipe fed in pieces of random sizes: each read of standard input ends
+        // anywhere, in a string, a comment or a line.
+        let process = Process()
+        process.executableURL = DPCtlRunner.executable
+        process.arguments = ["sql", "read.db", "--create"]
+        process.environment = fixture.environment(passcode: "1234")
+        let input = Pipe(), output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        let received = ReceivedText()
+        output.fileHandleForReading.readabilityHandler = { handle in received.append(handle.availableData) }
+        try process.run()
+        let bytes = Data(script.utf8)
+        var offset = 0, written = 0
+        while offset < bytes.count {
+            let count = min(bytes.count - offset, 1 + random(2_000))
+            input.fileHandleForWriting.write(bytes.subdata(in: offset..<offset + count))
+            offset += count
+            written += 1
+            if written % 16 == 0 { Thread.sleep(forTimeInterval: 0.002) }  // let the reader catch up: a read ends here
+        }
+        try input.fileHandleForWriting.close()
+        process.waitUntilExit()
+        Thread.sleep(forTimeInterval: 0.1)
+        output.fileHandleForReading.readabilityHandler = nil
+        received.append(output.fileHandleForReading.readDataToEndOfFile())
+        #expect(process.terminationStatus == 0)
+        #expect(received.text == whole.standardOutput)
+        #expect(whole.standardOutput.split(separator: "\n", omittingEmptySubsequences: false).count > 500)
+    }
 }
+
 
 /// Text arriving on a pipe, appended from its reading thread.
 private final class ReceivedText: @unchecked Sendable {
