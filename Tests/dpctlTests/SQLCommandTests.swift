@@ -93,32 +93,19 @@ import Testing
     func interactive() throws {
         let fixture = try StoreFixture()
         try fixture.initialize()
-        let process = Process()
-        process.executableURL = DPCtlRunner.executable
-        process.arguments = ["sql", "a.db", "--create"]
-        process.environment = fixture.environment(passcode: "1234")
-        let input = Pipe(), output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        let received = ReceivedText()
-        output.fileHandleForReading.readabilityHandler = { handle in received.append(handle.availableData) }
-        try process.run()
-        defer { if process.isRunning { process.terminate() } }
+        let run = try PipedRun(["sql", "a.db", "--create"], fixture: fixture)
         /// Waits (up to 20 s) until standard output holds `expected`.
         func expectOutput(_ expected: String, after line: String) {
-            input.fileHandleForWriting.write(Data(line.utf8))
+            run.write(Data(line.utf8))
             let deadline = Date().addingTimeInterval(20)
-            while received.text != expected && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
-            #expect(received.text == expected, "after \(line.debugDescription)")
+            while run.text != expected && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+            #expect(run.text == expected, "after \(line.debugDescription)")
         }
         expectOutput("", after: "CREATE TABLE t(v);\n")
         expectOutput("1\n", after: "INSERT INTO t VALUES (1); SELECT count(*) FROM t;\n")
         expectOutput("1\n", after: "INSERT INTO t VALUES ('two\n")  // inside a string: nothing runs
         expectOutput("1\n2\n", after: "lines'); SELECT count(*) FROM t;\n")
-        try input.fileHandleForWriting.close()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        #expect(try run.finish() == 0)
     }
 
     @Test("standard input fed through a pipe in pieces of random sizes runs a script as the argument runs it whole: random scripts with semicolons and newlines in strings and comments, statements across lines and several on one", arguments: [1, 2, 3] as [UInt64])
@@ -145,42 +132,58 @@ import Testing
         #expect(whole.status == 0, "\(whole.standardError)")
         // Through a pipe fed in pieces of random sizes: each read of standard input ends
         // anywhere, in a string, a comment or a line.
-        let process = Process()
-        process.executableURL = DPCtlRunner.executable
-        process.arguments = ["sql", "read.db", "--create"]
-        process.environment = fixture.environment(passcode: "1234")
-        let input = Pipe(), output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        let received = ReceivedText()
-        output.fileHandleForReading.readabilityHandler = { handle in received.append(handle.availableData) }
-        try process.run()
+        let run = try PipedRun(["sql", "read.db", "--create"], fixture: fixture)
         let bytes = Data(script.utf8)
         var offset = 0, written = 0
         while offset < bytes.count {
             let count = min(bytes.count - offset, 1 + random(2_000))
-            input.fileHandleForWriting.write(bytes.subdata(in: offset..<offset + count))
+            run.write(bytes.subdata(in: offset..<offset + count))
             offset += count
             written += 1
             if written % 16 == 0 { Thread.sleep(forTimeInterval: 0.002) }  // let the reader catch up: a read ends here
         }
-        try input.fileHandleForWriting.close()
-        process.waitUntilExit()
-        Thread.sleep(forTimeInterval: 0.1)
-        output.fileHandleForReading.readabilityHandler = nil
-        received.append(output.fileHandleForReading.readDataToEndOfFile())
-        #expect(process.terminationStatus == 0)
-        #expect(received.text == whole.standardOutput)
+        #expect(try run.finish() == 0)
+        #expect(run.text == whole.standardOutput)
         #expect(whole.standardOutput.split(separator: "\n", omittingEmptySubsequences: false).count > 500)
     }
 }
 
-
-/// Text arriving on a pipe, appended from its reading thread.
-private final class ReceivedText: @unchecked Sendable {
+/// `dpctl` started with a pipe for standard input, written while it runs, and its standard
+/// output gathered as it arrives (standard error dropped).
+private final class PipedRun: @unchecked Sendable {
+    private let process = Process()
+    private let input = Pipe(), output = Pipe()
     private let lock = NSLock()
     private var bytes = Data()
-    func append(_ data: Data) { lock.lock(); bytes.append(data); lock.unlock() }
+
+    init(_ arguments: [String], fixture: StoreFixture) throws {
+        process.executableURL = DPCtlRunner.executable
+        process.arguments = arguments
+        process.environment = fixture.environment(passcode: "1234")
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        output.fileHandleForReading.readabilityHandler = { [unowned self] handle in append(handle.availableData) }
+        try process.run()
+    }
+
+    deinit { if process.isRunning { process.terminate() } }
+
+    /// Writes `data` to its standard input.
+    func write(_ data: Data) { input.fileHandleForWriting.write(data) }
+
+    /// Its standard output so far.
     var text: String { lock.lock(); defer { lock.unlock() }; return String(decoding: bytes, as: UTF8.self) }
+
+    /// Ends its standard input, waits for it to exit, gathers the rest of its output; its exit status.
+    func finish() throws -> Int32 {
+        try input.fileHandleForWriting.close()
+        process.waitUntilExit()
+        Thread.sleep(forTimeInterval: 0.1)  // a read the handler is in the middle of lands first
+        output.fileHandleForReading.readabilityHandler = nil
+        append(output.fileHandleForReading.readDataToEndOfFile())
+        return process.terminationStatus
+    }
+
+    private func append(_ data: Data) { lock.lock(); bytes.append(data); lock.unlock() }
 }
