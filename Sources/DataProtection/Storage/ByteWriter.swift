@@ -27,8 +27,36 @@ struct ByteWriter {
     mutating func append(_ value: UInt64) { appendLittleEndian(value, byteCount: 8) }
     mutating func append(_ value: Int64) { append(UInt64(bitPattern: value)) }
 
+    /// One append of the value's low `byteCount` bytes (not a byte at a time: each append checks
+    /// the array's uniqueness and capacity).
     private mutating func appendLittleEndian(_ value: UInt64, byteCount: Int) {
-        for byte in 0..<byteCount { bytes.append(UInt8(truncatingIfNeeded: value >> (8 * byte))) }
+        Swift.withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: $0.prefix(byteCount))) }
+    }
+}
+
+/// Writes little-endian fields into a buffer the caller sized exactly (a journal: its bytes
+/// written where they are returned, not gathered and copied); a write past the end traps.
+struct UnsafeByteWriter {
+    private let buffer: UnsafeMutableRawBufferPointer
+    /// How many bytes were written so far.
+    private(set) var count = 0
+
+    init(_ buffer: UnsafeMutableRawBufferPointer) { self.buffer = buffer }
+
+    mutating func append(_ data: Data) {
+        precondition(data.count <= buffer.count - count, "a field past the end of its buffer")
+        data.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[count..<count + $0.count]).copyMemory(from: $0) }
+        count += data.count
+    }
+    mutating func append(_ value: UInt8) { appendLittleEndian(value) }
+    mutating func append(_ value: UInt32) { appendLittleEndian(value) }
+    mutating func append(_ value: UInt64) { appendLittleEndian(value) }
+
+    private mutating func appendLittleEndian<Value: FixedWidthInteger>(_ value: Value) {
+        let size = MemoryLayout<Value>.size
+        precondition(size <= buffer.count - count, "a field past the end of its buffer")
+        buffer.storeBytes(of: value.littleEndian, toByteOffset: count, as: Value.self)
+        count += size
     }
 }
 

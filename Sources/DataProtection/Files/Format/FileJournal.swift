@@ -67,24 +67,31 @@ package struct FileJournal: Sendable {
     /// (``authenticatedBytes(of:records:)``). Every record is a sealed chunk record (at least
     /// ``ChunkRecords/overhead`` bytes).
     func encoded(macKey: SecureBytes) -> (bytes: Data, recordOffsets: [Int]) {
-        var writer = ByteWriter(capacity: Self.fixedByteCount + 32 + entries.reduce(0) { $0 + 12 + $1.record.count })
-        appendFields(to: &writer)
+        let macOffset = Self.fixedByteCount + entries.reduce(0) { $0 + 12 + $1.record.count }
+        // Written in place in the `Data` returned (a commit's journal holds some 6 KB of records:
+        // gathered in an array and copied into a `Data`, they were copied twice).
+        var bytes = Data(uninitializedCount: macOffset + 32)
         var records: [Range<Int>] = []
         records.reserveCapacity(entries.count)
-        for entry in entries {
-            precondition(entry.record.count >= ChunkRecords.overhead, "a journal entry shorter than a sealed record")
-            writer.append(entry.index)
-            writer.append(UInt32(entry.record.count))
-            records.append(writer.count..<writer.count + entry.record.count)
-            writer.append(entry.record)
+        bytes.withUnsafeMutableBytes { out in
+            var writer = UnsafeByteWriter(out)
+            appendFields(to: &writer)
+            for entry in entries {
+                precondition(entry.record.count >= ChunkRecords.overhead, "a journal entry shorter than a sealed record")
+                writer.append(entry.index)
+                writer.append(UInt32(entry.record.count))
+                records.append(writer.count..<writer.count + entry.record.count)
+                writer.append(entry.record)
+            }
+            let body = UnsafeRawBufferPointer(rebasing: out[..<macOffset])
+            writer.append(BLAKE2b.mac(key: macKey, bytes: Self.authenticatedBytes(of: body, records: records)))
+            precondition(writer.count == out.count, "a journal's size computed wrong")
         }
-        let mac = writer.withUnsafeBytes { body in BLAKE2b.mac(key: macKey, bytes: Self.authenticatedBytes(of: body, records: records)) }
-        writer.append(mac)
-        return (writer.data, records.map(\.lowerBound))
+        return (bytes, records.map(\.lowerBound))
     }
 
     /// The fields before the entries (version 3).
-    private func appendFields(to writer: inout ByteWriter) {
+    private func appendFields(to writer: inout UnsafeByteWriter) {
         writer.append(Self.magic)
         writer.append(Self.version)
         writer.append(fileID)

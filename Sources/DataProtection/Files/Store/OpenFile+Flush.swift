@@ -185,9 +185,12 @@ extension OpenFile {
         let chunkSize = UInt64(header.chunkSize)
         let oldCount = header.records(forLength: oldLength)
         let newCount = header.records(forLength: newLength)
-        var indices = Set<UInt64>(minimumCapacity: cache.count)
-        for (index, entry) in cache where entry.dirty && index < newCount { indices.insert(index) }
-        // The records past the committed end from the recorded end on: a range, not a set (a
+        // The chunks to seal besides the tail's range, in increasing order, each once (a few:
+        // an array, not a set, whose hashing and allocations a commit of one page would pay).
+        var indices: [UInt64] = []
+        indices.reserveCapacity(cache.count + 2 + (direct?.chunks.count ?? 0))
+        for (index, entry) in cache where entry.dirty && index < newCount { indices.append(index) }
+        // The records past the committed end from the recorded end on: a range, not a list (a
         // truncation far past the end makes millions of zero chunks, sealed a run at a time).
         var tail: Range<UInt64> = newCount..<newCount
         if newLength > recordedLength {
@@ -195,29 +198,37 @@ extension OpenFile {
             // written by a deferred append are kept unless the cache changed them.
             let recordedCount = header.records(forLength: recordedLength)
             let first = recordedLength % chunkSize == 0 ? recordedCount : recordedCount - 1
-            if first < oldCount { indices.insert(first) }  // the old last partial chunk, regrown
+            if first < oldCount { indices.append(first) }  // the old last partial chunk, regrown
             tail = min(max(first, oldCount), newCount)..<newCount
         }
         if newLength < oldLength, newLength % chunkSize != 0 {
-            indices.insert(newCount - 1)
+            indices.append(newCount - 1)
         }
         if let direct {
             precondition(direct.chunks.upperBound <= newLength >> UInt64(header.chunkShift), "direct chunks past the end")
-            indices.formUnion(direct.chunks)
+            indices.append(contentsOf: direct.chunks)
         }
-        if !tail.isEmpty && indices.contains(where: { tail.contains($0) }) { indices = indices.filter { !tail.contains($0) } }
+        indices.sort()
+        var kept = 0
+        for position in indices.indices {
+            let index = indices[position]
+            guard !tail.contains(index), kept == 0 || indices[kept - 1] != index else { continue }
+            indices[kept] = index
+            kept += 1
+        }
+        indices.removeSubrange(kept...)
         // Committed chunks it changes (the old last partial one, when it grows) stay cached and dirty
         // until the commit: a deferred append leaves them for the commit that needs the journal, and a
         // flush that fails half way (an I/O error, a short `pwrite` that tears one on disk, repaired
         // from the journal at the next open or below) still reads them from memory and seals them
         // again next time. Chunks of a direct write are sealed from the caller's data instead.
-        let committedChanges = indices.allSatisfy { $0 < oldCount } ? indices : indices.filter { $0 < oldCount }
+        let committedChanges = indices.prefix { $0 < oldCount }
         let deferred = !durable && newLength >= oldLength && committedChanges.count <= Self.retainedLimit
             && !committedChanges.contains { direct?.chunks.contains($0) ?? false }
         for index in committedChanges where cache[index]?.dirty != true && !(direct?.chunks.contains(index) ?? false) {
             cache[index] = (try cachedOrLoaded(index, keys: keys), true)
         }
-        if deferred { indices.subtract(committedChanges) }
+        if deferred { indices.removeFirst(committedChanges.count) }
         // A shrink is in flight until its `ftruncate` is done: it allocates one record more than the
         // new length needs, so a crash before the truncation leaves a file the reader tolerates.
         var allocated = max(header.allocatedRecords, newLength < oldLength ? newCount + 1 : newCount)
@@ -291,7 +302,7 @@ extension OpenFile {
             runNext = index + 1
         }
         // In index order: the listed chunks merged with the tail's range.
-        let listed = indices.sorted()
+        let listed = indices
         var next = 0
         var tailNext = tail.lowerBound
         while next < listed.count || tailNext < tail.upperBound {
