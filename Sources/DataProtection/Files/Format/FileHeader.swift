@@ -159,16 +159,15 @@ package struct FileHeader: Sendable, Hashable {
     }
 
     /// The associated data of chunk `index`: `"DPFC" || file id || index (u64 LE)`.
-    /// Built in place in the `Data` it returns (one allocation, one access: two records of a
-    /// commit need one each, and `Data`'s appends cost more than the sealing's bookkeeping).
+    /// Gathered on the stack and copied into the `Data` returned once (no zeroing, no access to a
+    /// `Data` being built: every read and write of a record needs one).
     package func chunkAssociatedData(_ index: UInt64) -> Data {
         let label = Self.chunkLabel, id = fileID  // not `self`: the closure would copy the whole header
-        var data = Data(count: label.count + id.count + 8)
-        data.withUnsafeMutableBytes { out in
+        return withUnsafeTemporaryAllocation(byteCount: label.count + id.count + 8, alignment: 8) { out in
             label.withUnsafeBytes { out.copyMemory(from: $0) }
             id.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: out[label.count...]).copyMemory(from: $0) }
             out.storeBytes(of: index.littleEndian, toByteOffset: label.count + id.count, as: UInt64.self)
+            return Data(bytes: out.baseAddress!, count: out.count)
         }
-        return data
     }
 }
