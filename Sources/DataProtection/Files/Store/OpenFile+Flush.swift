@@ -301,13 +301,12 @@ extension OpenFile {
             runBytes += length + ChunkRecords.overhead
             runNext = index + 1
         }
-        // In index order: the listed chunks merged with the tail's range.
-        let listed = indices
+        // In index order: the listed chunks (sorted above) merged with the tail's range.
         var next = 0
         var tailNext = tail.lowerBound
-        while next < listed.count || tailNext < tail.upperBound {
-            if next < listed.count && (tailNext == tail.upperBound || listed[next] < tailNext) {
-                try process(listed[next])
+        while next < indices.count || tailNext < tail.upperBound {
+            if next < indices.count && (tailNext == tail.upperBound || indices[next] < tailNext) {
+                try process(indices[next])
                 next += 1
             } else {
                 try process(tailNext)
