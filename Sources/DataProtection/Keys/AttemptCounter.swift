@@ -25,16 +25,15 @@ package struct AttemptRecord: Sendable, Hashable {
     }
 
     package func encoded(macKey: SecureBytes) -> Data {
-        var writer = ByteWriter(capacity: Self.fileByteCount)
-        writer.append(Self.magic)
-        writer.append(Self.version)
-        writer.append(failures)
-        writer.append(UInt8((lastFailure == nil ? 0 : 1) | (lastFailedFingerprint == nil ? 0 : 2)))
-        writer.append(lastFailure?.nanoseconds ?? 0)
-        writer.append(lastFailedFingerprint ?? Data(count: 32))
-        let mac = BLAKE2b.mac(key: macKey, [.data(writer.data)])
-        writer.append(mac)
-        return writer.data
+        ByteWriter.data(byteCount: Self.fileByteCount) { writer in
+            writer.append(Self.magic)
+            writer.append(Self.version)
+            writer.append(failures)
+            writer.append(UInt8((lastFailure == nil ? 0 : 1) | (lastFailedFingerprint == nil ? 0 : 2)))
+            writer.append(lastFailure?.nanoseconds ?? 0)
+            writer.append(lastFailedFingerprint ?? Data(count: 32))
+            writer.append(BLAKE2b.mac(key: macKey, [.data(Data(writer.written))]))
+        }
     }
 
     package static func decode(_ file: Data, macKey: SecureBytes) throws(DataProtectionError) -> AttemptRecord {

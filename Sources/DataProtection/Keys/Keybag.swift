@@ -60,27 +60,27 @@ package struct Keybag: Sendable, Hashable {
 
     /// The body: id, passcode parameters, class B public key, slots 1...6.
     package func encodedBody() -> Data {
-        var writer = ByteWriter(capacity: Self.bodyByteCount)
-        writer.append(id)
-        switch passcode {
-        case .none:
-            writer.append(UInt8(0))
-            writer.append(Data(count: 16))
-            writer.append(UInt64(0))
-            writer.append(UInt64(0))
-        case .argon2id(let salt, let operations, let memory):
-            writer.append(UInt8(1))
-            writer.append(salt)
-            writer.append(operations)
-            writer.append(memory)
+        ByteWriter.data(byteCount: Self.bodyByteCount) { writer in
+            writer.append(id)
+            switch passcode {
+            case .none:
+                writer.append(UInt8(0))
+                writer.append(Data(count: 16))
+                writer.append(UInt64(0))
+                writer.append(UInt64(0))
+            case .argon2id(let salt, let operations, let memory):
+                writer.append(UInt8(1))
+                writer.append(salt)
+                writer.append(operations)
+                writer.append(memory)
+            }
+            writer.append(classBPublicKey)
+            for slot in KeybagSlot.allCases {
+                let wrapped = slots[slot]!
+                writer.append(wrapped.nonce)
+                writer.append(wrapped.sealed)
+            }
         }
-        writer.append(classBPublicKey)
-        for slot in KeybagSlot.allCases {
-            let wrapped = slots[slot]!
-            writer.append(wrapped.nonce)
-            writer.append(wrapped.sealed)
-        }
-        return writer.data
     }
 
     /// Parses a body; checks every field's range.

@@ -1,47 +1,30 @@
 import Foundation
 
-/// Appends fixed-width little-endian fields to public bytes (file headers, keybag bodies,
-/// journals). Gathered in an array, whose appends cost a few instructions where `Data`'s cost
-/// a thousand (a journal of a commit is a dozen of them), and handed out as `Data` once.
+/// Writes fixed-width little-endian fields into public bytes whose size is known in advance
+/// (file headers, keybag bodies, attempt records, directory metadata, journals), in place in
+/// the `Data` handed out: nothing gathered and copied (a commit's journal holds some 6 KB of
+/// records), and no `Data` append per field (a thousand instructions each). A field past the
+/// end traps, and so do bytes left unwritten: every byte handed out was written.
 struct ByteWriter {
-    /// The bytes written so far (public: headers, journals).
-    private(set) var bytes: [UInt8] = []
-
-    init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
-
-    /// The bytes written so far.
-    var data: Data { bytes.withUnsafeBufferPointer { Data(buffer: $0) } }
-
-    /// How many bytes were written so far.
-    var count: Int { bytes.count }
-
-    /// Calls `body` with the bytes written so far.
-    func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
-        try bytes.withUnsafeBytes(body)
-    }
-
-    /// Appends `data` through its buffer (its element-wise copy makes an iterator per call).
-    mutating func append(_ data: Data) { data.withUnsafeBytes { bytes.append(contentsOf: $0) } }
-    mutating func append(_ value: UInt8) { bytes.append(value) }
-    mutating func append(_ value: UInt32) { appendLittleEndian(UInt64(value), byteCount: 4) }
-    mutating func append(_ value: UInt64) { appendLittleEndian(value, byteCount: 8) }
-    mutating func append(_ value: Int64) { append(UInt64(bitPattern: value)) }
-
-    /// One append of the value's low `byteCount` bytes (not a byte at a time: each append checks
-    /// the array's uniqueness and capacity).
-    private mutating func appendLittleEndian(_ value: UInt64, byteCount: Int) {
-        Swift.withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: $0.prefix(byteCount))) }
-    }
-}
-
-/// Writes little-endian fields into a buffer the caller sized exactly (a journal: its bytes
-/// written where they are returned, not gathered and copied); a write past the end traps.
-struct UnsafeByteWriter {
     private let buffer: UnsafeMutableRawBufferPointer
     /// How many bytes were written so far.
     private(set) var count = 0
 
-    init(_ buffer: UnsafeMutableRawBufferPointer) { self.buffer = buffer }
+    private init(_ buffer: UnsafeMutableRawBufferPointer) { self.buffer = buffer }
+
+    /// The `byteCount` bytes that `fields` writes, every one of them.
+    static func data(byteCount: Int, _ fields: (inout ByteWriter) -> Void) -> Data {
+        var data = Data(uninitializedCount: byteCount)
+        data.withUnsafeMutableBytes { buffer in
+            var writer = ByteWriter(buffer)
+            fields(&writer)
+            precondition(writer.count == byteCount, "\(writer.count) bytes written of \(byteCount)")
+        }
+        return data
+    }
+
+    /// The bytes written so far (for an encoding that authenticates its own fields).
+    var written: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: buffer[..<count]) }
 
     mutating func append(_ data: Data) {
         precondition(data.count <= buffer.count - count, "a field past the end of its buffer")
@@ -51,6 +34,7 @@ struct UnsafeByteWriter {
     mutating func append(_ value: UInt8) { appendLittleEndian(value) }
     mutating func append(_ value: UInt32) { appendLittleEndian(value) }
     mutating func append(_ value: UInt64) { appendLittleEndian(value) }
+    mutating func append(_ value: Int64) { appendLittleEndian(value) }
 
     private mutating func appendLittleEndian<Value: FixedWidthInteger>(_ value: Value) {
         let size = MemoryLayout<Value>.size

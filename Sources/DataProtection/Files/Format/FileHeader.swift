@@ -59,22 +59,21 @@ package struct FileHeader: Sendable, Hashable {
 
     /// The bytes a slot's MAC covers: every field, in order.
     var authenticatedBytes: Data {
-        var writer = ByteWriter(capacity: Self.authenticatedByteCount)
-        writer.append(Self.magic)
-        writer.append(Self.version)
-        writer.append(Self.classByte(protectionClass))
-        writer.append(chunkShift)
-        writer.append(UInt8(0))
-        writer.append(fileID)
-        writer.append(generation)
-        writer.append(length)
-        writer.append(allocatedRecords)
-        writer.append(creationTime)
-        writer.append(ephemeralPublicKey)
-        writer.append(wrapNonce)
-        writer.append(wrappedKey)
-        assert(writer.data.count == Self.authenticatedByteCount)
-        return writer.data
+        ByteWriter.data(byteCount: Self.authenticatedByteCount) { writer in
+            writer.append(Self.magic)
+            writer.append(Self.version)
+            writer.append(Self.classByte(protectionClass))
+            writer.append(chunkShift)
+            writer.append(UInt8(0))
+            writer.append(fileID)
+            writer.append(generation)
+            writer.append(length)
+            writer.append(allocatedRecords)
+            writer.append(creationTime)
+            writer.append(ephemeralPublicKey)
+            writer.append(wrapNonce)
+            writer.append(wrappedKey)
+        }
     }
 
     /// The 480-byte slot: fields, MAC under the file's header key, zero padding (the

@@ -70,11 +70,9 @@ package struct FileJournal: Sendable {
         let macOffset = Self.fixedByteCount + entries.reduce(0) { $0 + 12 + $1.record.count }
         // Written in place in the `Data` returned (a commit's journal holds some 6 KB of records:
         // gathered in an array and copied into a `Data`, they were copied twice).
-        var bytes = Data(uninitializedCount: macOffset + 32)
         var records: [Range<Int>] = []
         records.reserveCapacity(entries.count)
-        bytes.withUnsafeMutableBytes { out in
-            var writer = UnsafeByteWriter(out)
+        let bytes = ByteWriter.data(byteCount: macOffset + 32) { writer in
             appendFields(to: &writer)
             for entry in entries {
                 precondition(entry.record.count >= ChunkRecords.overhead, "a journal entry shorter than a sealed record")
@@ -83,15 +81,13 @@ package struct FileJournal: Sendable {
                 records.append(writer.count..<writer.count + entry.record.count)
                 writer.append(entry.record)
             }
-            let body = UnsafeRawBufferPointer(rebasing: out[..<macOffset])
-            writer.append(BLAKE2b.mac(key: macKey, bytes: Self.authenticatedBytes(of: body, records: records)))
-            precondition(writer.count == out.count, "a journal's size computed wrong")
+            writer.append(BLAKE2b.mac(key: macKey, bytes: Self.authenticatedBytes(of: writer.written, records: records)))
         }
         return (bytes, records.map(\.lowerBound))
     }
 
     /// The fields before the entries (version 3).
-    private func appendFields(to writer: inout UnsafeByteWriter) {
+    private func appendFields(to writer: inout ByteWriter) {
         writer.append(Self.magic)
         writer.append(Self.version)
         writer.append(fileID)

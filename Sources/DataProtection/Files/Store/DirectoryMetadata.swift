@@ -52,14 +52,14 @@ package struct DirectoryMetadata: Sendable, Hashable {
 
     func encoded(device: Device) throws(DataProtectionError) -> Data {
         precondition(places.count == 2, "a directory's metadata is written with its places")
-        var writer = ByteWriter(capacity: Self.byteCount)
-        writer.append(Data("DPDR".utf8))
-        writer.append(Self.version)
-        writer.append(id)
-        writer.append(protectionClass.map { FileHeader.classByte($0) } ?? 0)
-        writer.append(places[0])
-        writer.append(places[1])
-        let body = writer.data
+        let body = ByteWriter.data(byteCount: Self.byteCount - 32) { writer in  // then its 32-byte MAC
+            writer.append(Data("DPDR".utf8))
+            writer.append(Self.version)
+            writer.append(id)
+            writer.append(protectionClass.map { FileHeader.classByte($0) } ?? 0)
+            writer.append(places[0])
+            writer.append(places[1])
+        }
         return body + (try Self.mac(body, device: device))
     }
 
