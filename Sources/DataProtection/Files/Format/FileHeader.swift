@@ -158,8 +158,9 @@ package struct FileHeader: Sendable, Hashable {
     }
 
     /// The associated data of chunk `index`: `"DPFC" || file id || index (u64 LE)`.
-    /// Gathered on the stack and copied into the `Data` returned once (no zeroing, no access to a
-    /// `Data` being built: every read and write of a record needs one).
+    /// Gathered on the stack and copied into the `Data` returned once, not through ``ByteWriter``
+    /// (whose `Data` with its own deallocator cost 450 more instructions per point select and
+    /// 1.9k per WAL commit: every read and write of a record needs one).
     package func chunkAssociatedData(_ index: UInt64) -> Data {
         let label = Self.chunkLabel, id = fileID  // not `self`: the closure would copy the whole header
         return withUnsafeTemporaryAllocation(byteCount: label.count + id.count + 8, alignment: 8) { out in

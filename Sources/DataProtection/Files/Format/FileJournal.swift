@@ -68,8 +68,6 @@ package struct FileJournal: Sendable {
     /// ``ChunkRecords/overhead`` bytes).
     func encoded(macKey: SecureBytes) -> (bytes: Data, recordOffsets: [Int]) {
         let macOffset = Self.fixedByteCount + entries.reduce(0) { $0 + 12 + $1.record.count }
-        // Written in place in the `Data` returned (a commit's journal holds some 6 KB of records:
-        // gathered in an array and copied into a `Data`, they were copied twice).
         var records: [Range<Int>] = []
         records.reserveCapacity(entries.count)
         let bytes = ByteWriter.data(byteCount: macOffset + 32) { writer in
