@@ -14,7 +14,7 @@ public final class SQLiteConnection {
         try Self.initializeLibrary()
         var flags = readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE
         if create, !readOnly { flags |= SQLITE_OPEN_CREATE }
-        flags |= SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX | 0x0200_0000  // SQLITE_OPEN_EXRESCODE (3.37)
+        flags |= SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX | 0x0200_0000  // SQLITE_OPEN_EXRESCODE (3.37)
         SQLiteStorageErrorSlot.clear()
         var opened: OpaquePointer?
         let status = sqlite3_open_v2(filename, &opened, flags, vfs)

@@ -122,6 +122,13 @@ public final class UnixSocket: Sendable {
         if fd >= 0 { systemShutdown(fd) }
     }
 
+    /// Ends this side's sending: the peer reads the end of the stream, and can still send
+    /// what this side goes on reading.
+    public func shutdownWriting() {
+        let fd = descriptor
+        if fd >= 0 { systemShutdownWriting(fd) }
+    }
+
     /// Closes the descriptor (once).
     public func close() {
         let fd = state.withLock { fd in
@@ -142,6 +149,10 @@ public final class UnixSocket: Sendable {
 
 private func systemShutdown(_ fd: Int32) {
     _ = shutdown(fd, Int32(SHUT_RDWR))
+}
+
+private func systemShutdownWriting(_ fd: Int32) {
+    _ = shutdown(fd, Int32(SHUT_WR))
 }
 
 private func systemClose(_ fd: Int32) {

@@ -1,6 +1,8 @@
 import DataProtection
 import DataProtectionAgent
+import DataProtectionSQLite
 import Foundation
+import SodiumBridge
 import Testing
 
 /// The library client against an agent: the surface of the in-process store, carried out
@@ -219,6 +221,63 @@ struct AgentClientTests {
             agent.device.lock()
             expectCode(.protectedDataUnavailable) { _ = try client.executeSQL("select 1 from t", inDatabaseAtPath: "db/app.sqlite") }
             expectCode(.fileNotFound) { _ = try client.executeSQL("select 1", inDatabaseAtPath: "nope") }
+        }
+    }
+
+    @Test("statements and rows of any size go through the agent: a script of 3 MB in one transaction, 2 MB of rows, a 3 MB value, rows as they come")
+    func sqlOfAnySize() throws {
+        try withAgent { agent in
+            let client = try agent.client()
+            try client.device.unlock(passcode: "1234")
+            // More than a frame holds (1 MiB), with one transaction across its pieces.
+            var script = "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);\nBEGIN;\n"
+            for id in 1...20_000 { script += "INSERT INTO t VALUES (\(id), '\(String(repeating: "v", count: 100)) \(id)');\n" }
+            script += "COMMIT;\nSELECT count(*) FROM t"
+            #expect(script.utf8.count > 2 << 20)
+            #expect(try client.executeSQL(script, inDatabaseAtPath: "big.db", create: true).first?.values == [.integer(20_000)])
+            // 20,000 rows of some 110 bytes: pieces of rows, in order.
+            let rows = try client.executeSQL("SELECT id, v FROM t ORDER BY id", inDatabaseAtPath: "big.db")
+            #expect(rows.count == 20_000)
+            #expect(rows.enumerated().allSatisfy { $0.element.values.first == .integer(Int64($0.offset + 1)) })
+            // One value larger than a piece's usual size goes alone in its piece.
+            let large = try client.executeSQL("SELECT zeroblob(3000000) AS z, 'after'", inDatabaseAtPath: "big.db")
+            #expect(large.count == 1 && large.first?.values == [.blob(Data(count: 3_000_000)), .text("after")])
+            // Streamed: rows reach the handler batch by batch, while later statements are still to come.
+            let batches = Locked<[String]>(["SELECT 1;\n", "SELECT 2;\nSELECT ", "3"])
+            var seen: [Int64] = [], flushes = 0
+            try client.executeSQL(inDatabaseAtPath: "big.db", reading: { batches.withLock { $0.isEmpty ? nil : Data($0.removeFirst().utf8) } },
+                                  forEachRow: { if case .integer(let value) = $0.values.first { seen.append(value) } },
+                                  afterRows: { flushes += 1 })
+            #expect(seen == [1, 2, 3] && flushes >= 2)
+            // A failure stops the script: rows before it arrive, nothing after it runs.
+            var before: [SQLiteValue] = []
+            batches.withLock { $0 = ["SELECT 7;\nSELEC 8;\nINSERT INTO t VALUES (0, 'not run');\n"] }
+            do {
+                try client.executeSQL(inDatabaseAtPath: "big.db", reading: { batches.withLock { $0.isEmpty ? nil : Data($0.removeFirst().utf8) } },
+                                      forEachRow: { before += $0.values })
+                Issue.record("no error")
+            } catch let error as DataProtectionError {
+                #expect(error.code == .sqliteError)
+            }
+            #expect(before == [.integer(7)])
+            #expect(try client.executeSQL("SELECT count(*) FROM t WHERE id = 0", inDatabaseAtPath: "big.db").first?.values == [.integer(0)])
+            // A source that fails: its error, and the statements it had not ended do not run.
+            struct SourceFailed: Error {}
+            let calls = Locked(0)
+            do throws(DataProtectionError) {
+                try client.executeSQL(inDatabaseAtPath: "big.db", reading: {
+                    let call = calls.withLock { count in
+                        count += 1
+                        return count
+                    }
+                    guard call == 1 else { throw SourceFailed() }
+                    return Data("INSERT INTO t VALUES (-1, 'x');\nDELETE FROM t".utf8)
+                }, forEachRow: { _ in })
+                Issue.record("no error")
+            } catch {
+                #expect(error.code == .ioFailure, "\(error)")
+            }
+            #expect(try client.executeSQL("SELECT count(*) FROM t", inDatabaseAtPath: "big.db").first?.values == [.integer(20_001)])
         }
     }
 

@@ -26,6 +26,7 @@ struct AgentProtocolTests {
     /// The values of the vectors, by name.
     static let requests: [String: AgentRequest] = [
         "hello, protocol version 1": .hello(version: 1),
+        "hello, protocol version 2": .hello(version: 2),
         "status": .status,
         "unlock with passcode \"1234\"": .unlock(passcode: Passcode("1234")),
         "bare unlock (no passcode)": .unlock(passcode: nil),
@@ -41,6 +42,8 @@ struct AgentProtocolTests {
         "setProtection \"docs\" to completeUnlessOpen": .setProtection(path: "docs", protection: .completeUnlessOpen),
         "changePasscode from \"1234\" to \"5678\"": .changePasscode(from: Passcode("1234"), to: Passcode("5678")),
         "watch": .watch,
+        "sqlStream \"db\", create, class complete, statements and rows through the passed socket":
+            .sqlStream(path: "db", create: true, protection: .complete),
     ]
 
     static let responses: [String: AgentResponse] = [
@@ -129,11 +132,11 @@ struct AgentProtocolTests {
         #expect(try AgentReply.names(AgentReply.names(["a", "ü", ""])) == ["a", "ü", ""])
     }
 
-    /// Connects, says hello, and returns the socket.
-    static func rawConnection(_ agent: AgentFixture, hello: Bool = true) throws -> UnixSocket {
+    /// Connects, says hello (in protocol `version`), and returns the socket.
+    static func rawConnection(_ agent: AgentFixture, hello: Bool = true, version: UInt32 = AgentWireFormat.version) throws -> UnixSocket {
         let socket = try UnixSocket.connect(to: agent.socketPath)
         if hello {
-            try socket.send(frame(AgentRequest.hello(version: AgentWireFormat.version).encoded()))
+            try socket.send(frame(AgentRequest.hello(version: version).encoded()))
             var reply = [UInt8](repeating: 0, count: 13)
             var filled = 0
             while filled < reply.count {
@@ -200,9 +203,105 @@ struct AgentProtocolTests {
                 Issue.record("no failure for version 99")
                 return
             }
-            #expect(error.code == .invalidArgument && error.message.contains("version 1"))
+            #expect(error.code == .invalidArgument && error.message.contains("versions 1 and 2"), "\(error.message)")
             #expect(try Self.closedByAgent(otherVersion))
         }
+    }
+
+    @Test("a version-1 client is served as before; sqlStream on its connection is a violation")
+    func versionOne() throws {
+        try withAgent { agent in
+            let old = try Self.rawConnection(agent, version: 1)
+            try old.send(Self.frame(AgentRequest.status.encoded()))
+            #expect(try Self.response(on: old).isOK)
+            let (mine, theirs) = try UnixSocket.pair()
+            defer { mine.close() }
+            try old.send(Self.frame(AgentRequest.sqlStream(path: "db", create: true, protection: nil).encoded()), passing: theirs.descriptor)
+            theirs.close()
+            #expect(try Self.closedByAgent(old))
+            #expect(!agent.store.fileExists(atPath: "db"))
+        }
+    }
+
+    @Test("sqlStream: statements in pieces ending anywhere; a stream cut without its end marker runs nothing more; the agent stops while one waits")
+    func sqlStreamPieces() throws {
+        try withAgent { agent in
+            try agent.device.unlock(passcode: "1234")
+            /// Sends `pieces` (then the end marker if `ended`) on a stream and returns the rows' first values and the response.
+            func stream(_ pieces: [String], ended: Bool) throws -> (values: [SQLiteValue], response: AgentResponse, sizes: [(bytes: Int, rows: Int)]) {
+                let connection = try Self.rawConnection(agent)
+                defer { connection.close() }
+                let (mine, theirs) = try UnixSocket.pair()
+                defer { mine.close() }
+                try connection.send(Self.frame(AgentRequest.sqlStream(path: "s.db", create: true, protection: .complete).encoded()),
+                                    passing: theirs.descriptor)
+                theirs.close()
+                for piece in pieces { try AgentPieceWriter.send(Array(piece.utf8), on: mine) }
+                if ended { try AgentPieceWriter.send([UInt8](), on: mine) } else { mine.shutdownWriting() }
+                var reader = AgentPieceReader(mine, limit: 1 << 24)
+                var values: [SQLiteValue] = [], sizes: [(bytes: Int, rows: Int)] = []
+                while let piece = try reader.next(cut: DataProtectionError(.ioFailure, "rows cut")) {
+                    let rows = try AgentSQLRows.decode(piece, fieldLimit: piece.count)
+                    values += rows.compactMap(\.values.first)
+                    sizes.append((piece.count, rows.count))
+                }
+                return (values, try Self.response(on: connection), sizes)
+            }
+            let whole = try stream(["CREATE TABLE t(v);\nINSERT INTO t VALUES ('a;", "b');\nSELECT v FROM t;", "\nSELECT count(*) FROM t"], ended: true)
+            #expect(whole.values == [.text("a;b"), .integer(1)])
+            #expect(whole.response.isOK)
+            // Pieces of rows: at most 1 MiB, or one row alone; 5 rows of 300 KB, then one of 2 MB.
+            let large = try stream(["WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 5) SELECT zeroblob(300000) FROM c;",
+                                    "SELECT zeroblob(2000000);"], ended: true)
+            #expect(large.response.isOK && large.values.count == 6)
+            #expect(large.sizes.allSatisfy { $0.bytes <= 1 << 20 || $0.rows == 1 }, "\(large.sizes)")
+            #expect(large.sizes.map(\.rows).reduce(0, +) == 6 && large.sizes.count >= 3)
+            // Cut: the complete statements ran, the last one (which the end marker would have run as it is) did not.
+            let cut = try stream(["INSERT INTO t VALUES ('c');\nSELECT count(*) FROM t;\nDELETE FROM t"], ended: false)
+            #expect(cut.values == [.integer(2)])
+            guard case .failure(let error) = cut.response else {
+                Issue.record("no failure for a cut stream")
+                return
+            }
+            #expect(error.code == .ioFailure && error.message.contains("end marker"), "\(error.message)")
+            let client = try agent.client()
+            #expect(try client.executeSQL("SELECT count(*) FROM t", inDatabaseAtPath: "s.db").first?.values == [.integer(2)])
+            // A stream waiting for its next statement does not hold the agent up when it stops.
+            let connection = try Self.rawConnection(agent)
+            defer { connection.close() }
+            let (mine, theirs) = try UnixSocket.pair()
+            defer { mine.close() }
+            try connection.send(Self.frame(AgentRequest.sqlStream(path: "s.db", create: false, protection: nil).encoded()), passing: theirs.descriptor)
+            theirs.close()
+            try AgentPieceWriter.send(Array("SELECT 1;\n".utf8), on: mine)
+            var reader = AgentPieceReader(mine, limit: 1 << 24)
+            #expect(try reader.next(cut: DataProtectionError(.ioFailure, "rows cut")) != nil)  // the row of SELECT 1: it is waiting now
+            let started = Date()
+            agent.server.stop()
+            #expect(try reader.next(cut: DataProtectionError(.ioFailure, "rows cut")) == nil)  // the end marker of the rows
+            #expect(try Self.closedByAgent(connection))  // stopping ends the connections, answered or not
+            #expect(Date().timeIntervalSince(started) < 10)
+        }
+    }
+
+    /// Reads one response frame.
+    static func response(on socket: UnixSocket) throws -> AgentResponse {
+        var header = [UInt8](repeating: 0, count: 4)
+        var filled = 0
+        while filled < 4 {
+            let count = try socket.receive(into: &header, from: filled).count
+            guard count > 0 else { throw AgentProtocolViolation("the agent closed the connection") }
+            filled += count
+        }
+        let length = header.reduce(0) { $0 << 8 | Int($1) }
+        var payload = [UInt8](repeating: 0, count: length)
+        filled = 0
+        while filled < length {
+            let count = try socket.receive(into: &payload, from: filled).count
+            guard count > 0 else { throw AgentProtocolViolation("the agent closed the connection") }
+            filled += count
+        }
+        return try AgentResponse.decode(payload)
     }
 
     @Test("a descriptor sent with an operation that takes none ends the connection, and is not kept")
@@ -227,5 +326,13 @@ struct AgentProtocolTests {
             let count = Int.random(in: 0..<200, using: &generator)
             FuzzTarget.agentFrames.run(Data((0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }))
         }
+    }
+}
+
+extension AgentResponse {
+    /// Whether it is `ok`.
+    var isOK: Bool {
+        if case .ok = self { return true }
+        return false
     }
 }

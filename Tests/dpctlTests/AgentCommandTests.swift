@@ -150,7 +150,7 @@ struct AgentCommandTests {
         #expect(second.standardError.contains("pid \(agent.pid)"))
     }
 
-    @Test("dpctl sql runs in the agent: no passcode while unlocked, exit 10 once a complete database is locked")
+    @Test("dpctl sql runs in the agent: no passcode while unlocked, exit 10 once a complete database is locked; scripts and rows larger than a frame")
     func sqlThroughTheAgent() throws {
         let agent = try AgentFixture()
         defer { agent.stop() }
@@ -169,6 +169,18 @@ struct AgentCommandTests {
         #expect(locked.status == 10)
         #expect(try agent.run(["unlock"], passcode: "1234").status == 0)
         #expect(try agent.run(["sql", "db", "select count(*) from t"]).standardOutput == "5\n")
+        // A script larger than a frame (1 MiB), one transaction across its pieces, and rows larger than one.
+        var script = "BEGIN;\n"
+        for row in 1...12_000 { script += "insert into t values ('\(String(repeating: "r", count: 100)) \(row)');\n" }
+        script += "COMMIT;\nselect count(*) from t;\n"
+        let file = try agent.fixture.localFile("big.sql", Data(script.utf8))
+        let big = try agent.run(["sql", "db"], input: file)
+        #expect(big.status == 0, "\(big.standardError)")
+        #expect(big.standardOutput == "12005\n")
+        let all = try agent.run(["sql", "db", "select x from t order by rowid"])
+        #expect(all.status == 0, "\(all.standardError)")
+        #expect(all.standardOutput.utf8.count > 1 << 20)
+        #expect(all.standardOutput.split(separator: "\n").count == 12_004)  // the NULL row prints as an empty line
     }
 
     @Test("the agent cannot be read through /proc/<pid>/mem by a process of its own user",

@@ -89,10 +89,23 @@ import Testing
         #expect(try fixture.run(["sql", "a.db"], input: blank).standardOutput == "3005\n")
     }
 
-    @Test("typed at a terminal (a pipe fed a line at a time): each statement's rows are printed once its line is read, before the next")
-    func interactive() throws {
-        let fixture = try StoreFixture()
-        try fixture.initialize()
+    /// A store of its own, served by an agent (unlocked) when `throughAgent`.
+    private func store(throughAgent: Bool) throws -> (fixture: StoreFixture, agent: AgentCommandTests.AgentFixture?) {
+        guard throughAgent else {
+            let fixture = try StoreFixture()
+            try fixture.initialize()
+            return (fixture, nil)
+        }
+        let agent = try AgentCommandTests.AgentFixture()
+        #expect(try agent.run(["unlock"], passcode: "1234").status == 0)
+        return (agent.fixture, agent)
+    }
+
+    @Test("typed at a terminal (a pipe fed a line at a time): each statement's rows are printed once its line is read, before the next; in one process and through the agent",
+          arguments: [false, true])
+    func interactive(throughAgent: Bool) throws {
+        let (fixture, agent) = try store(throughAgent: throughAgent)
+        defer { agent?.stop() }
         let run = try PipedRun(["sql", "a.db", "--create"], fixture: fixture)
         /// Waits (up to 20 s) until standard output holds `expected`.
         func expectOutput(_ expected: String, after line: String) {
@@ -108,10 +121,11 @@ import Testing
         #expect(try run.finish() == 0)
     }
 
-    @Test("standard input fed through a pipe in pieces of random sizes runs a script as the argument runs it whole: random scripts with semicolons and newlines in strings and comments, statements across lines and several on one", arguments: [1, 2, 3] as [UInt64])
-    func standardInputMatchesTheArgument(seed: UInt64) throws {
-        let fixture = try StoreFixture()
-        try fixture.initialize()
+    @Test("standard input fed through a pipe in pieces of random sizes runs a script as the argument runs it whole: random scripts with semicolons and newlines in strings and comments, statements across lines and several on one; in one process and through the agent",
+          arguments: [(1, false), (2, false), (3, true), (4, true)] as [(UInt64, Bool)])
+    func standardInputMatchesTheArgument(seed: UInt64, throughAgent: Bool) throws {
+        let (fixture, agent) = try store(throughAgent: throughAgent)
+        defer { agent?.stop() }
         var state = seed &* 0x9E37_79B9_7F4A_7C15
         func random(_ bound: Int) -> Int {
             state ^= state << 13; state ^= state >> 7; state ^= state << 17

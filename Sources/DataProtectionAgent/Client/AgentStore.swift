@@ -217,25 +217,6 @@ public final class AgentStore: ProtectedFileSystem {
         return AgentFileHandle(connection: connection, identifier: identifier, mode: mode)
     }
 
-    // MARK: - Databases
-
-    /// Runs `sql` (one or more statements) on the protected database at `path`, inside the
-    /// agent, and returns the rows every statement returned (as `ProtectedDatabase.execute`
-    /// with a row handler would). The database is opened and closed for the call.
-    ///
-    /// - Parameters:
-    ///   - sql: one or more statements.
-    ///   - path: the database's path in the agent's store.
-    ///   - create: create the database when missing.
-    ///   - protectionChoice: the class of a database created now, else its directory's.
-    /// - Throws: as `ProtectedDatabase` (`protectedDataUnavailable` once the agent's device has
-    ///   discarded the class key, `sqliteError`); `invalidArgument` when the rows exceed 1 MiB.
-    public func executeSQL(_ sql: String, inDatabaseAtPath path: String, create: Bool = false, protection protectionChoice: ProtectionChoice = .inherited)
-        throws(DataProtectionError) -> [SQLiteRow] {
-        try Self.decode(try connection.call(.sql(path: path, create: create, protection: protectionChoice.protectionClass, statements: sql)),
-                        AgentSQLRows.decode)
-    }
-
     // MARK: - Plumbing
 
     private func empty(_ request: AgentRequest) throws(DataProtectionError) {

@@ -34,6 +34,9 @@ struct AgentFieldWriter {
         bytes.append(contentsOf: value)
     }
 
+    /// Appends what `other` wrote.
+    mutating func append(_ other: AgentFieldWriter) { bytes.append(contentsOf: other.bytes) }
+
     mutating func optional<T>(_ value: T?, _ write: (inout AgentFieldWriter, T) -> Void) {
         guard let value else { return u8(0) }
         u8(1)

@@ -4,8 +4,8 @@ import Foundation
 /// One request from a client to the agent (`Keys/agent-protocol.md`, "Requests").
 ///
 /// A request frame is its operation code, one byte, then its fields. Requests that
-/// move bulk data through a descriptor (`readFile`, `writeFile` without inline data)
-/// carry that descriptor with the frame (`SCM_RIGHTS`).
+/// move bulk data through a descriptor (`readFile`, `writeFile` without inline data,
+/// `sqlStream`) carry that descriptor with the frame (`SCM_RIGHTS`).
 public enum AgentRequest: Sendable, Hashable {
     case hello(version: UInt32)
     case status
@@ -37,6 +37,8 @@ public enum AgentRequest: Sendable, Hashable {
     case erase
     case stop
     case sql(path: String, create: Bool, protection: ProtectionClass?, statements: String)
+    /// Statements streamed through the passed socket, rows streamed back (version 2).
+    case sqlStream(path: String, create: Bool, protection: ProtectionClass?)
 
     /// The operation code (the frame's first byte).
     public var operation: UInt8 {
@@ -71,6 +73,7 @@ public enum AgentRequest: Sendable, Hashable {
         case .erase: 28
         case .stop: 29
         case .sql: 30
+        case .sqlStream: 31
         }
     }
 
@@ -85,7 +88,7 @@ public enum AgentRequest: Sendable, Hashable {
     /// Whether the request may carry a descriptor.
     var takesDescriptor: Bool {
         switch self {
-        case .readFile: true
+        case .readFile, .sqlStream: true
         case .writeFile(_, _, _, let source): source.inlineData == nil
         default: false
         }
@@ -162,6 +165,10 @@ public enum AgentRequest: Sendable, Hashable {
             writer.bool(create)
             writer.protectionClass(protection)
             writer.data(Array(statements.utf8))
+        case .sqlStream(let path, let create, let protection):
+            writer.string(path)
+            writer.bool(create)
+            writer.protectionClass(protection)
         }
         return writer.bytes
     }
@@ -222,6 +229,7 @@ public enum AgentRequest: Sendable, Hashable {
                 throw AgentProtocolViolation("SQL that is not UTF-8")
             }
             request = .sql(path: path, create: create, protection: protection, statements: statements)
+        case 31: request = .sqlStream(path: try reader.string(), create: try reader.bool(), protection: try reader.protectionClass())
         default: throw AgentProtocolViolation("unknown operation \(operation)")
         }
         try reader.finish()

@@ -3,8 +3,11 @@ import Foundation
 
 /// The agent protocol's limits and numbers (normative: `Keys/agent-protocol.md`).
 public enum AgentWireFormat {
-    /// The protocol version a client announces in its hello; the agent accepts exactly this one.
-    public static let version: UInt32 = 1
+    /// The protocol version a client of this release announces in its hello.
+    public static let version: UInt32 = 2
+    /// The versions the agent speaks: a connection speaks the one its hello announced
+    /// (version 1 lacks `sqlStream`).
+    public static let versions: ClosedRange<UInt32> = 1...2
     /// The most payload bytes one frame may carry (1 MiB of data plus room for its fields).
     public static let maximumFrameLength = (1 << 20) + 4096
     /// The most bytes of file data in one frame (a handle's read or write, an inline file).

@@ -144,6 +144,9 @@ public final class AgentServer: Sendable {
         state.withLock { $0.lastActivity = .now }
     }
 
+    /// Whether ``stop()`` has begun: requests that wait on a client (a stream of statements) give up.
+    var isStopping: Bool { state.withLock { $0.stopping } }
+
     /// How long until auto-lock, while unlocked.
     func autoLockRemaining() -> Duration? {
         guard let autoLock = configuration.autoLock, store.device.state == .unlocked else { return nil }

@@ -34,6 +34,12 @@ extension AgentSession {
             return .ok([])
         case .sql(let path, let create, let protection, let statements):
             return .ok(try runSQL(statements, inDatabaseAtPath: path, create: create, protection: protection))
+        case .sqlStream(let path, let create, let protection):
+            guard let descriptor else {
+                throw DataProtectionError(.invalidArgument, "sqlStream needs a socket passed with the request.")
+            }
+            try runSQLStream(inDatabaseAtPath: path, create: create, protection: protection, descriptor: descriptor)
+            return .ok([])
         case .readFile(let path):
             guard let descriptor else {
                 let attributes = try store.attributesOfItem(atPath: path)

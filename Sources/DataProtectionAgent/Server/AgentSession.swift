@@ -12,6 +12,8 @@ final class AgentSession {
     let channel: AgentChannel
     var handles: [UInt32: ProtectedFileHandle] = [:]
     var nextHandle: UInt32 = 1
+    /// The protocol version this connection speaks (its hello's).
+    private var version = AgentWireFormat.version
     var store: ProtectedStore { server.store }
     var device: Device { server.store.device }
 
@@ -45,6 +47,10 @@ final class AgentSession {
                     try? descriptor?.close()
                     throw AgentProtocolViolation("a descriptor with an operation that takes none")
                 }
+                if case .sqlStream = request, version < 2 {
+                    try? descriptor?.close()
+                    throw AgentProtocolViolation("sqlStream on a connection of protocol version \(version)")
+                }
                 if request.countsAsActivity { server.noteActivity() }
                 if case .watch = request { return watch() }
                 let response: AgentResponse
@@ -73,14 +79,16 @@ final class AgentSession {
         guard case .hello(let version) = try AgentRequest.decode(payload) else {
             throw AgentProtocolViolation("the first request is not hello")
         }
-        guard version == AgentWireFormat.version else {
+        guard AgentWireFormat.versions.contains(version) else {
+            let spoken = AgentWireFormat.versions.map(String.init).joined(separator: " and ")
             respond(.failure(DataProtectionError(.invalidArgument,
-                "The agent speaks protocol version \(AgentWireFormat.version); this client speaks \(version).",
+                "The agent speaks protocol versions \(spoken); this client speaks \(version).",
                 hint: "Use a dpctl and library of the same release as the agent, or restart the agent.")))
             return false
         }
+        self.version = version
         var writer = AgentFieldWriter()
-        writer.u32(AgentWireFormat.version)
+        writer.u32(version)
         writer.u32(UInt32(bitPattern: getpid()))
         return respond(.ok(writer.bytes))
     }

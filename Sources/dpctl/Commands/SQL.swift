@@ -2,6 +2,7 @@ import ArgumentParser
 import DataProtection
 import DataProtectionSQLite
 import Foundation
+import SodiumBridge
 import SystemPackage
 
 /// `dpctl sql <db-path> [--class <class>] [--create] [--json] ["<sql>"]`.
@@ -47,9 +48,21 @@ struct SQL: ParsableCommand {
             var database: ProtectedDatabase?
             defer { database?.close() }
             if let agent = session.agent {
-                let sql = try statements ?? Self.readStandardInput()
-                produce = { forEachRow, _ throws(DataProtectionError) in
-                    for row in try agent.executeSQL(sql, inDatabaseAtPath: path, create: create, protection: ProtectionChoice(protectionClass)) { forEachRow(row) }
+                // Streamed to the agent as it is read, rows back as they come: a script or a
+                // result of any size, and each statement typed runs at once.
+                let source: @Sendable () throws -> Data?
+                if let statements {
+                    let text = Locked<Data?>(Data(statements.utf8))
+                    source = { text.withLock { pending in defer { pending = nil }; return pending } }
+                } else {
+                    source = {
+                        let read = FileHandle.standardInput.availableData
+                        return read.isEmpty ? nil : read
+                    }
+                }
+                produce = { forEachRow, ran throws(DataProtectionError) in
+                    try agent.executeSQL(inDatabaseAtPath: path, create: create, protection: ProtectionChoice(protectionClass),
+                                         reading: source, forEachRow: forEachRow, afterRows: ran)
                 }
             } else {
                 let local = session.local!
@@ -107,15 +120,6 @@ struct SQL: ParsableCommand {
             try standardOutput.write(text)
             try standardOutput.finish()
         }
-    }
-
-    /// All of standard input (for the agent, which runs a request's SQL as one piece).
-    private static func readStandardInput() throws(DataProtectionError) -> String {
-        let bytes = FileHandle.standardInput.readDataToEndOfFile()
-        guard let text = String(data: bytes, encoding: .utf8) else {
-            throw DataProtectionError(.invalidArgument, "The SQL on standard input is not UTF-8.")
-        }
-        return text
     }
 
     /// A value as JSON: numbers, strings, null; blobs as base64 strings.

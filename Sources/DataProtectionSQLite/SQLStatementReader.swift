@@ -1,20 +1,20 @@
 import DataProtection
-import DataProtectionSQLite
 import Foundation
 
-/// The SQL on an input (standard input), read as `sqlite3` reads it: line by line, what was
-/// read handed out up to the last line that ends after a semicolon where the statements are
-/// complete (``ProtectedDatabase/isComplete(_:)``: not inside a string, a comment or a trigger's
-/// body). That happens once ``batchBytes`` are gathered, and always before a read that may
-/// wait: a script of any size runs in the memory of a batch and its longest statement, and in
-/// an interactive session each statement runs once its line is typed.
-struct SQLStatementReader {
+/// The SQL on an input (standard input, or a client's stream to the agent), read as `sqlite3`
+/// reads it: line by line, what was read handed out up to the last line that ends after a
+/// semicolon where the statements are complete (``ProtectedDatabase/isComplete(_:)``: not inside
+/// a string, a comment or a trigger's body). That happens once ``batchBytes`` are gathered, and
+/// always before a read that may wait: a script of any size runs in the memory of a batch and
+/// its longest statement, and in an interactive session each statement runs once its line is typed.
+package struct SQLStatementReader {
     /// How many bytes are gathered before the complete statements among them are handed out
     /// (one `execute` per statement, and a completeness check each, cost some 30 % of the
     /// CPU of a script of one-row inserts).
     static let batchBytes = 1 << 16
 
-    private let input: FileHandle
+    /// The next bytes of the input, as one read returns them: empty at its end.
+    private let read: () throws(DataProtectionError) -> [UInt8]
     /// The last read from the input, and how far it is split into lines.
     private var block: [UInt8] = []
     private var position = 0
@@ -25,21 +25,27 @@ struct SQLStatementReader {
     private var semicolonSeen = false
     private var ended = false
 
-    init(_ input: FileHandle) {
-        self.input = input
+    /// A reader of `input` (its bytes as each read returns them).
+    package init(_ input: FileHandle) {
+        self.read = { [UInt8](input.availableData) }
+    }
+
+    /// A reader of what `read` returns, read after read (empty: the end of the input).
+    package init(reading read: @escaping () throws(DataProtectionError) -> [UInt8]) {
+        self.read = read
     }
 
     /// The next complete statements, or at the end of the input what is left if not only
     /// blanks (run as it is: SQLite takes a last statement without its semicolon); `nil` once
     /// everything was handed out.
-    mutating func next() throws(DataProtectionError) -> String? {
+    package mutating func next() throws(DataProtectionError) -> String? {
         while true {
             if position == block.count || pending.count >= Self.batchBytes, let sql = try takeComplete() {
                 return sql
             }
             if position == block.count {
                 if ended { break }
-                block = [UInt8](input.availableData)  // what one read returns; empty at the end
+                block = try read()  // what one read returns; empty at the end
                 position = 0
                 if block.isEmpty { ended = true }
                 continue
@@ -82,7 +88,7 @@ struct SQLStatementReader {
 
     private static func text(_ bytes: ArraySlice<UInt8>) throws(DataProtectionError) -> String {
         guard let text = String(validating: bytes, as: UTF8.self) else {
-            throw DataProtectionError(.invalidArgument, "The SQL on standard input is not UTF-8.")
+            throw DataProtectionError(.invalidArgument, "The SQL read is not UTF-8.")
         }
         return text
     }

@@ -1,0 +1,113 @@
+import DataProtection
+import DataProtectionSQLite
+import Foundation
+import SocketBridge
+import SodiumBridge
+import SystemPackage
+
+// Databases in the agent: statements streamed to it, rows streamed back (`sqlStream`,
+// `Keys/agent-protocol.md` §4), so that a script or a result of any size goes through in
+// bounded memory, and each statement of an interactive session runs once it is typed.
+extension AgentStore {
+    /// Runs `sql` (one or more statements) on the protected database at `path`, inside the
+    /// agent, and returns the rows every statement returned (as `ProtectedDatabase.execute`
+    /// with a row handler would). The database is opened and closed for the call.
+    ///
+    /// - Parameters:
+    ///   - sql: one or more statements, of any length.
+    ///   - path: the database's path in the agent's store.
+    ///   - create: create the database when missing.
+    ///   - protectionChoice: the class of a database created now, else its directory's.
+    /// - Throws: as `ProtectedDatabase` (`protectedDataUnavailable` once the agent's device has
+    ///   discarded the class key, `sqliteError`): the statements before the one that failed have run.
+    public func executeSQL(_ sql: String, inDatabaseAtPath path: String, create: Bool = false, protection protectionChoice: ProtectionChoice = .inherited)
+        throws(DataProtectionError) -> [SQLiteRow] {
+        let text = Locked<Data?>(Data(sql.utf8))
+        var rows: [SQLiteRow] = []
+        try executeSQL(inDatabaseAtPath: path, create: create, protection: protectionChoice,
+                       reading: { text.withLock { pending in defer { pending = nil }; return pending } },
+                       forEachRow: { rows.append($0) })
+        return rows
+    }
+
+    /// Runs the SQL that `next` returns, piece after piece (`nil` at its end), on the
+    /// protected database at `path`, inside the agent, as `sqlite3` runs a script: each
+    /// complete statement as soon as its piece has arrived, its rows handed to `forEachRow`
+    /// as they come back. Pieces may end anywhere, inside a statement or a string; a
+    /// statement left without its semicolon at the end runs as it is. `afterRows` is called
+    /// after each batch of rows (to flush an output). The database is opened and closed for the call.
+    ///
+    /// `next` is called on a thread of its own, until it returns `nil` or throws, or its piece
+    /// can no longer be sent (the agent ended the statements): a `next` that waits (a terminal)
+    /// keeps that thread until it returns.
+    ///
+    /// - Throws: as ``executeSQL(_:inDatabaseAtPath:create:protection:)``; the error `next`
+    ///   threw (the statements not yet run do not run).
+    public func executeSQL(
+        inDatabaseAtPath path: String, create: Bool = false, protection protectionChoice: ProtectionChoice = .inherited,
+        reading next: @escaping @Sendable () throws -> Data?, forEachRow: (SQLiteRow) -> Void, afterRows: () -> Void = {}
+    ) throws(DataProtectionError) {
+        let (mine, theirs) = try Self.pair()
+        // Both threads use `mine`: the last one done closes it (a descriptor closed under a
+        // thread still sending could be reused by an unrelated open).
+        let users = Locked(2)
+        @Sendable func release() {
+            if users.withLock({ count in count -= 1; return count == 0 }) { mine.close() }
+        }
+        let sourceFailure = Locked<(any Error)?>(nil)
+        let request = AgentRequest.sqlStream(path: path, create: create, protection: protectionChoice.protectionClass)
+        do {
+            _ = try connection.call(request, passing: FileDescriptor(rawValue: theirs.descriptor)) { () throws(DataProtectionError) in
+                theirs.close()
+                Thread.detachNewThread {
+                    defer { release() }
+                    Self.send(next, on: mine, failure: sourceFailure)
+                }
+                var pieces = AgentPieceReader(mine, limit: Int(UInt32.max))
+                while let piece = try pieces.next(cut: DataProtectionError(
+                    .ioFailure, "The agent's rows ended without their end marker.", hint: "Is it still running? `dpctl status`.")) {
+                    let rows: [SQLiteRow]
+                    do {
+                        rows = try AgentSQLRows.decode(piece, fieldLimit: piece.count)
+                    } catch {
+                        throw AgentConnection.broken(error)
+                    }
+                    for row in rows { forEachRow(row) }
+                    afterRows()
+                }
+            }
+        } catch {
+            mine.shutdown()  // wakes the sending thread if it is blocked on a full socket
+            release()
+            // The source's own failure is the cause; the agent's "ended without their end marker" follows from it.
+            if let failure = sourceFailure.withLock({ $0 }) {
+                throw failure as? DataProtectionError ?? DataProtectionError(.ioFailure, "Cannot read the statements: \(failure).")
+            }
+            throw error
+        }
+        mine.shutdown()
+        release()
+    }
+
+    /// Sends what `next` returns in pieces of at most 1 MiB, then the end marker; a source
+    /// that fails ends the stream without it (the agent runs nothing more).
+    private static func send(_ next: () throws -> Data?, on socket: UnixSocket, failure: Locked<(any Error)?>) {
+        do {
+            while let piece = try next() {
+                var start = piece.startIndex
+                while start < piece.endIndex {
+                    let end = min(piece.endIndex, start + AgentWireFormat.maximumInlineData)
+                    try AgentPieceWriter.send(piece[start..<end], on: socket)
+                    start = end
+                }
+            }
+            try AgentPieceWriter.send([UInt8](), on: socket)
+        } catch let error as SocketError {
+            // The agent stopped reading (its answer says why), or the channel broke: it sees the end without the marker.
+            if !error.isDisconnection { socket.shutdownWriting() }
+        } catch {
+            failure.withLock { $0 = error }
+            socket.shutdownWriting()
+        }
+    }
+}

@@ -1,0 +1,98 @@
+import DataProtection
+import DataProtectionSQLite
+import Foundation
+import SocketBridge
+import SystemPackage
+
+extension AgentSession {
+    /// Runs the statements a client streams through `descriptor` (`sqlStream`,
+    /// `Keys/agent-protocol.md` §4) on the database at `path`, as `sqlite3` runs a script:
+    /// each complete statement as soon as it has arrived, its rows sent back in pieces as they
+    /// come, in the memory of a batch of statements and a piece of rows. Ends at the client's
+    /// end marker, at the first statement that fails, or when the agent stops; the rows of the
+    /// statements that ran go first, then the end marker of the rows.
+    func runSQLStream(inDatabaseAtPath path: String, create: Bool, protection: ProtectionClass?, descriptor: FileDescriptor)
+        throws(DataProtectionError) {
+        let socket = UnixSocket(adopting: descriptor.rawValue)
+        defer { socket.close() }
+        var rows = AgentSQLRowPieces(socket)
+        var failure: DataProtectionError?
+        do throws(DataProtectionError) {
+            let database = try ProtectedDatabase(atPath: path, in: store, create: create, protection: ProtectionChoice(protection))
+            defer { database.close() }
+            let server = self.server
+            var input = AgentPieceReader(socket, limit: AgentWireFormat.maximumInlineData) { () throws(DataProtectionError) in
+                if server.isStopping {
+                    throw DataProtectionError(.ioFailure, "The agent stopped while waiting for statements: the rest did not run.")
+                }
+            }
+            var statements = SQLStatementReader(reading: { () throws(DataProtectionError) -> [UInt8] in
+                try input.next(cut: DataProtectionError(
+                    .ioFailure, "The client's statements ended without their end marker: the rest did not run.")) ?? []
+            })
+            while let sql = try statements.next() {
+                server.noteActivity()
+                defer { rows.flush() }
+                try database.execute(sql) { row in rows.append(row) }
+                try rows.check()
+            }
+        } catch {
+            failure = error
+        }
+        rows.finish()
+        if let failure { throw failure }
+    }
+}
+
+/// The rows of a `sqlStream`, sent to the client in pieces of about 1 MiB (one row alone
+/// when it is larger): each piece a row count and that many rows (§6, "Rows").
+struct AgentSQLRowPieces {
+    private let socket: UnixSocket
+    private var writer = AgentFieldWriter()
+    private var count: UInt32 = 0
+    /// Why the rows stopped going out (the client went away): the statements stop too.
+    private var failure: DataProtectionError?
+
+    init(_ socket: UnixSocket) {
+        self.socket = socket
+    }
+
+    /// The most bytes of rows in a piece (with its count, 1 MiB), unless one row alone is larger.
+    private static let limit = AgentWireFormat.maximumInlineData - 4
+
+    mutating func append(_ row: SQLiteRow) {
+        guard failure == nil else { return }
+        var encoded = AgentFieldWriter()
+        AgentSQLRows.encode(row, into: &encoded)
+        if count > 0, writer.bytes.count + encoded.bytes.count > Self.limit { flush() }
+        writer.append(encoded)
+        count += 1
+        if writer.bytes.count >= Self.limit { flush() }
+    }
+
+    /// Sends the rows gathered so far.
+    mutating func flush() {
+        guard failure == nil, count > 0 else { return }
+        var header = AgentFieldWriter()
+        header.u32(count)
+        do {
+            try AgentPieceWriter.send(header.bytes + writer.bytes, on: socket)
+        } catch {
+            failure = DataProtectionError(.ioFailure, "The client stopped reading the rows: \(error).")
+        }
+        writer = AgentFieldWriter()
+        count = 0
+    }
+
+    /// Throws when the rows could not be sent.
+    func check() throws(DataProtectionError) {
+        if let failure { throw failure }
+    }
+
+    /// Sends what is left, then the end marker.
+    mutating func finish() {
+        flush()
+        guard failure == nil else { return }
+        try? AgentPieceWriter.send([UInt8](), on: socket)
+    }
+}
