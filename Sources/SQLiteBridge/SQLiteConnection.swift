@@ -3,7 +3,8 @@ import Foundation
 
 /// A SQLite database connection: open, run statements, read rows, close.
 ///
-/// Not thread-safe by itself: the owner serializes its use (as ``ProtectedDatabase`` does).
+/// Not thread-safe by itself: the owner serializes its use (as ``ProtectedDatabase`` does), so
+/// SQLite opens it in multi-thread mode, without a mutex of its own to take at every call.
 /// Every error carries SQLite's extended result code and message, and the storage error
 /// that caused it when a VFS call failed.
 public final class SQLiteConnection {
