@@ -42,8 +42,10 @@ struct AgentProtocolTests {
         "setProtection \"docs\" to completeUnlessOpen": .setProtection(path: "docs", protection: .completeUnlessOpen),
         "changePasscode from \"1234\" to \"5678\"": .changePasscode(from: Passcode("1234"), to: Passcode("5678")),
         "watch": .watch,
-        "sqlStream \"db\", create, class complete, statements and rows through the passed socket":
-            .sqlStream(path: "db", create: true, protection: .complete),
+        "sqlStream \"db\", create, class complete, stopping at a failed statement":
+            .sqlStream(path: "db", create: true, protection: .complete, keepGoing: false),
+        "sqlStream \"log.db\", no create, no class given, going on after a failed statement":
+            .sqlStream(path: "log.db", create: false, protection: nil, keepGoing: true),
     ]
 
     static let responses: [String: AgentResponse] = [
@@ -216,7 +218,7 @@ struct AgentProtocolTests {
             #expect(try Self.response(on: old).isOK)
             let (mine, theirs) = try UnixSocket.pair()
             defer { mine.close() }
-            try old.send(Self.frame(AgentRequest.sqlStream(path: "db", create: true, protection: nil).encoded()), passing: theirs.descriptor)
+            try old.send(Self.frame(AgentRequest.sqlStream(path: "db", create: true, protection: nil, keepGoing: false).encoded()), passing: theirs.descriptor)
             theirs.close()
             #expect(try Self.closedByAgent(old))
             #expect(!agent.store.fileExists(atPath: "db"))
@@ -228,28 +230,46 @@ struct AgentProtocolTests {
         try withAgent { agent in
             try agent.device.unlock(passcode: "1234")
             /// Sends `pieces` (then the end marker if `ended`) on a stream and returns the rows' first values and the response.
-            func stream(_ pieces: [String], ended: Bool) throws -> (values: [SQLiteValue], response: AgentResponse, sizes: [(bytes: Int, rows: Int)]) {
+            func stream(_ pieces: [String], ended: Bool, keepGoing: Bool = false) throws
+                -> (values: [SQLiteValue], response: AgentResponse, sizes: [(bytes: Int, rows: Int)], acknowledgments: Int, failures: [DataProtectionError]) {
                 let connection = try Self.rawConnection(agent)
                 defer { connection.close() }
                 let (mine, theirs) = try UnixSocket.pair()
                 defer { mine.close() }
-                try connection.send(Self.frame(AgentRequest.sqlStream(path: "s.db", create: true, protection: .complete).encoded()),
+                try connection.send(Self.frame(AgentRequest.sqlStream(path: "s.db", create: true, protection: .complete, keepGoing: keepGoing).encoded()),
                                     passing: theirs.descriptor)
                 theirs.close()
                 for piece in pieces { try AgentPieceWriter.send(Array(piece.utf8), on: mine) }
                 if ended { try AgentPieceWriter.send([UInt8](), on: mine) } else { mine.shutdownWriting() }
                 var reader = AgentPieceReader(mine, limit: 1 << 24)
-                var values: [SQLiteValue] = [], sizes: [(bytes: Int, rows: Int)] = []
+                var values: [SQLiteValue] = [], sizes: [(bytes: Int, rows: Int)] = [], acknowledgments = 0, failures: [DataProtectionError] = []
                 while let piece = try reader.next(cut: DataProtectionError(.ioFailure, "rows cut")) {
+                    if piece.starts(with: AgentSQLRows.failureMark), case .failure(let error) = try AgentResponse.decode(Array(piece.dropFirst(4))) {
+                        failures.append(error)
+                        continue
+                    }
                     let rows = try AgentSQLRows.decode(piece, fieldLimit: piece.count)
+                    if rows.isEmpty { acknowledgments += 1 }
                     values += rows.compactMap(\.values.first)
                     sizes.append((piece.count, rows.count))
                 }
-                return (values, try Self.response(on: connection), sizes)
+                return (values, try Self.response(on: connection), sizes, acknowledgments, failures)
             }
             let whole = try stream(["CREATE TABLE t(v);\nINSERT INTO t VALUES ('a;", "b');\nSELECT v FROM t;", "\nSELECT count(*) FROM t"], ended: true)
             #expect(whole.values == [.text("a;b"), .integer(1)])
             #expect(whole.response.isOK)
+            #expect(whole.acknowledgments == 3)  // one per piece of statements, once what it completed has run
+            // Going on after a failed statement: its error among the rows, the rest of its piece dropped, the next pieces run.
+            let going = try stream(["SELECT 1;\n", "SELEC 2; SELECT 3;\n", "SELECT 4;\n"], ended: true, keepGoing: true)
+            #expect(going.values == [.integer(1), .integer(4)])
+            #expect(going.failures.map(\.code) == [.sqliteError] && going.response.isOK)
+            let stopping = try stream(["SELECT 1;\n", "SELEC 2; SELECT 3;\n", "SELECT 4;\n"], ended: true)
+            #expect(stopping.values == [.integer(1)] && stopping.failures.isEmpty)
+            guard case .failure(let failed) = stopping.response else {
+                Issue.record("no failure for a failed statement")
+                return
+            }
+            #expect(failed.code == .sqliteError)
             // Pieces of rows: at most 1 MiB, or one row alone; 5 rows of 300 KB, then one of 2 MB.
             let large = try stream(["WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 5) SELECT zeroblob(300000) FROM c;",
                                     "SELECT zeroblob(2000000);"], ended: true)
@@ -271,11 +291,12 @@ struct AgentProtocolTests {
             defer { connection.close() }
             let (mine, theirs) = try UnixSocket.pair()
             defer { mine.close() }
-            try connection.send(Self.frame(AgentRequest.sqlStream(path: "s.db", create: false, protection: nil).encoded()), passing: theirs.descriptor)
+            try connection.send(Self.frame(AgentRequest.sqlStream(path: "s.db", create: false, protection: nil, keepGoing: false).encoded()), passing: theirs.descriptor)
             theirs.close()
             try AgentPieceWriter.send(Array("SELECT 1;\n".utf8), on: mine)
             var reader = AgentPieceReader(mine, limit: 1 << 24)
-            #expect(try reader.next(cut: DataProtectionError(.ioFailure, "rows cut")) != nil)  // the row of SELECT 1: it is waiting now
+            #expect(try reader.next(cut: DataProtectionError(.ioFailure, "rows cut")) != nil)  // the row of SELECT 1
+            #expect(try reader.next(cut: DataProtectionError(.ioFailure, "rows cut")) == [0, 0, 0, 0])  // the piece's acknowledgment: it waits now
             let started = Date()
             agent.server.stop()
             #expect(try reader.next(cut: DataProtectionError(.ioFailure, "rows cut")) == nil)  // the end marker of the rows

@@ -121,6 +121,54 @@ import Testing
         #expect(try run.finish() == 0)
     }
 
+    @Test("at a terminal (a pseudo-terminal through script(1)): a prompt, another inside a statement, each line's rows before the next prompt, a failed statement reported and the session going on, Ctrl-D to leave; in one process and through the agent",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script")), arguments: [false, true])
+    func prompt(throughAgent: Bool) throws {
+        let (fixture, agent) = try store(throughAgent: throughAgent)
+        defer { agent?.stop() }
+        #expect(try fixture.run(["sql", "a.db", "--create", "CREATE TABLE t(x); INSERT INTO t VALUES (42)"]).status == 0)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
+        process.arguments = ["-qec", "'\(DPCtlRunner.executable.path)' sql a.db", "/dev/null"]
+        process.environment = fixture.environment(passcode: "1234", extra: ["TERM": "xterm"])
+        let input = Pipe(), output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = output
+        let shown = Gathered()
+        output.fileHandleForReading.readabilityHandler = { handle in shown.append(handle.availableData) }
+        try process.run()
+        /// What the terminal was sent so far.
+        func screen() -> String { shown.text }
+        func waitFor(_ expected: String) -> Bool {
+            let deadline = Date().addingTimeInterval(20)
+            while Date() < deadline {
+                if screen().contains(expected) { return true }
+                Thread.sleep(forTimeInterval: 0.02)
+            }
+            return false
+        }
+        #expect(waitFor("Ctrl-D leaves"))
+        for (line, shown) in [("SELECT\r", "...> "), (" x FROM t;\r", "42"), ("SELEC 1;\r", "syntax error"),
+                              ("INSERT INTO t VALUES (7); SELECT count(*) + 100 FROM t;\r", "102")] {
+            input.fileHandleForWriting.write(Data(line.utf8))
+            #expect(waitFor(shown), "after \(line.debugDescription): \(screen().debugDescription)")
+        }
+        input.fileHandleForWriting.write(Data([0x04]))  // Ctrl-D on an empty line
+        process.waitUntilExit()
+        output.fileHandleForReading.readabilityHandler = nil
+        #expect(process.terminationStatus == 0)
+        // In order: the rows of a line, then the next prompt; the error, then a prompt again. Each
+        // keystroke redraws the line (carriage return, prompt, text, erase to its end, cursor
+        // moves): a line of the screen is what its last redraw left.
+        let lines = screen().replacingOccurrences(of: "\u{1B}\\[[0-9]*[A-Za-z]", with: "", options: .regularExpression)
+            .components(separatedBy: "\r\n").map { $0.components(separatedBy: "\r").last { !$0.isEmpty } ?? "" }
+        let rows = lines.firstIndex(of: "42"), error = lines.firstIndex { $0.contains("syntax error") }, count = lines.firstIndex(of: "102")
+        #expect(rows != nil && error != nil && count != nil && rows! < error! && error! < count!, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("...> ") }, "\(lines)")
+        #expect(try fixture.run(["sql", "a.db", "SELECT x FROM t ORDER BY rowid"]).standardOutput == "42\n7\n")
+    }
+
     @Test("standard input fed through a pipe in pieces of random sizes runs a script as the argument runs it whole: random scripts with semicolons and newlines in strings and comments, statements across lines and several on one; in one process and through the agent",
           arguments: [(1, false), (2, false), (3, true), (4, true)] as [(UInt64, Bool)])
     func standardInputMatchesTheArgument(seed: UInt64, throughAgent: Bool) throws {
@@ -200,4 +248,14 @@ private final class PipedRun: @unchecked Sendable {
     }
 
     private func append(_ data: Data) { lock.lock(); bytes.append(data); lock.unlock() }
+}
+
+/// Bytes gathered from a reading handler's thread.
+private final class Gathered: @unchecked Sendable {
+    private let lock = NSLock()
+    private var bytes = Data()
+
+    func append(_ data: Data) { lock.withLock { bytes.append(data) } }
+
+    var text: String { lock.withLock { String(decoding: bytes, as: UTF8.self) } }
 }

@@ -39,13 +39,19 @@ extension AgentStore {
     ///
     /// `next` is called on a thread of its own, until it returns `nil` or throws, or its piece
     /// can no longer be sent (the agent ended the statements): a `next` that waits (a terminal)
-    /// keeps that thread until it returns.
+    /// keeps that thread until it returns. With `waitingForEachPiece`, `next` is called again
+    /// only once the agent has run what the last piece completed and its rows have gone to
+    /// `forEachRow` and `afterRows`: for a terminal, where the next prompt follows the rows.
+    /// With `onError`, a statement that fails does not end the script: its error goes to
+    /// `onError`, the rest of its piece's statements are dropped (as `sqlite3` drops the rest
+    /// of a line at a terminal) and the next pieces run.
     ///
     /// - Throws: as ``executeSQL(_:inDatabaseAtPath:create:protection:)``; the error `next`
     ///   threw (the statements not yet run do not run).
     public func executeSQL(
         inDatabaseAtPath path: String, create: Bool = false, protection protectionChoice: ProtectionChoice = .inherited,
-        reading next: @escaping @Sendable () throws -> Data?, forEachRow: (SQLiteRow) -> Void, afterRows: () -> Void = {}
+        reading next: @escaping @Sendable () throws -> Data?, waitingForEachPiece: Bool = false,
+        forEachRow: (SQLiteRow) -> Void, afterRows: () -> Void = {}, onError: ((DataProtectionError) -> Void)? = nil
     ) throws(DataProtectionError) {
         let (mine, theirs) = try Self.pair()
         // Both threads use `mine`: the last one done closes it (a descriptor closed under a
@@ -55,22 +61,47 @@ extension AgentStore {
             if users.withLock({ count in count -= 1; return count == 0 }) { mine.close() }
         }
         let sourceFailure = Locked<(any Error)?>(nil)
-        let request = AgentRequest.sqlStream(path: path, create: create, protection: protectionChoice.protectionClass)
+        // Acknowledgments of pieces, for a sender that waits for each (and once more at the end).
+        let acknowledged = DispatchSemaphore(value: 0)
+        let ended = Locked(false)
+        @Sendable func acknowledgment() -> Bool {
+            acknowledged.wait()
+            return !ended.withLock { $0 }
+        }
+        let wait: (@Sendable () -> Bool)? = waitingForEachPiece ? acknowledgment : nil
+        defer {
+            ended.withLock { $0 = true }
+            acknowledged.signal()
+        }
+        let request = AgentRequest.sqlStream(path: path, create: create, protection: protectionChoice.protectionClass,
+                                             keepGoing: onError != nil)
         do {
             _ = try connection.call(request, passing: FileDescriptor(rawValue: theirs.descriptor)) { () throws(DataProtectionError) in
                 theirs.close()
                 Thread.detachNewThread {
                     defer { release() }
-                    Self.send(next, on: mine, failure: sourceFailure)
+                    Self.send(next, on: mine, failure: sourceFailure, waiting: wait)
                 }
                 var pieces = AgentPieceReader(mine, limit: Int(UInt32.max))
                 while let piece = try pieces.next(cut: DataProtectionError(
                     .ioFailure, "The agent's rows ended without their end marker.", hint: "Is it still running? `dpctl status`.")) {
+                    if piece.starts(with: AgentSQLRows.failureMark), let onError {
+                        guard case .failure(let error) = try? AgentResponse.decode(Array(piece.dropFirst(4))) else {
+                            throw AgentConnection.broken(AgentProtocolViolation("a malformed report of a failed statement"))
+                        }
+                        onError(error)
+                        afterRows()
+                        continue
+                    }
                     let rows: [SQLiteRow]
                     do {
                         rows = try AgentSQLRows.decode(piece, fieldLimit: piece.count)
                     } catch {
                         throw AgentConnection.broken(error)
+                    }
+                    guard !rows.isEmpty else {
+                        acknowledged.signal()  // a piece of statements has run
+                        continue
                     }
                     for row in rows { forEachRow(row) }
                     afterRows()
@@ -90,15 +121,24 @@ extension AgentStore {
     }
 
     /// Sends what `next` returns in pieces of at most 1 MiB, then the end marker; a source
-    /// that fails ends the stream without it (the agent runs nothing more).
-    private static func send(_ next: () throws -> Data?, on socket: UnixSocket, failure: Locked<(any Error)?>) {
+    /// that fails ends the stream without it (the agent runs nothing more). With `waiting`,
+    /// waits for each piece's acknowledgment before the next call of `next` (`false`: the stream ended).
+    private static func send(_ next: () throws -> Data?, on socket: UnixSocket, failure: Locked<(any Error)?>,
+                             waiting: (() -> Bool)?) {
         do {
             while let piece = try next() {
                 var start = piece.startIndex
+                var sent = 0
                 while start < piece.endIndex {
                     let end = min(piece.endIndex, start + AgentWireFormat.maximumInlineData)
                     try AgentPieceWriter.send(piece[start..<end], on: socket)
                     start = end
+                    sent += 1
+                }
+                if let waiting {
+                    for _ in 0..<sent {
+                        guard waiting() else { return }
+                    }
                 }
             }
             try AgentPieceWriter.send([UInt8](), on: socket)

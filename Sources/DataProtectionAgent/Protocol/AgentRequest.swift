@@ -37,8 +37,9 @@ public enum AgentRequest: Sendable, Hashable {
     case erase
     case stop
     case sql(path: String, create: Bool, protection: ProtectionClass?, statements: String)
-    /// Statements streamed through the passed socket, rows streamed back (version 2).
-    case sqlStream(path: String, create: Bool, protection: ProtectionClass?)
+    /// Statements streamed through the passed socket, rows streamed back (version 2);
+    /// `keepGoing`: a statement that fails does not end the stream (a terminal's session).
+    case sqlStream(path: String, create: Bool, protection: ProtectionClass?, keepGoing: Bool)
 
     /// The operation code (the frame's first byte).
     public var operation: UInt8 {
@@ -165,10 +166,11 @@ public enum AgentRequest: Sendable, Hashable {
             writer.bool(create)
             writer.protectionClass(protection)
             writer.data(Array(statements.utf8))
-        case .sqlStream(let path, let create, let protection):
+        case .sqlStream(let path, let create, let protection, let keepGoing):
             writer.string(path)
             writer.bool(create)
             writer.protectionClass(protection)
+            writer.bool(keepGoing)
         }
         return writer.bytes
     }
@@ -229,7 +231,9 @@ public enum AgentRequest: Sendable, Hashable {
                 throw AgentProtocolViolation("SQL that is not UTF-8")
             }
             request = .sql(path: path, create: create, protection: protection, statements: statements)
-        case 31: request = .sqlStream(path: try reader.string(), create: try reader.bool(), protection: try reader.protectionClass())
+        case 31:
+            request = .sqlStream(path: try reader.string(), create: try reader.bool(), protection: try reader.protectionClass(),
+                                 keepGoing: try reader.bool())
         default: throw AgentProtocolViolation("unknown operation \(operation)")
         }
         try reader.finish()

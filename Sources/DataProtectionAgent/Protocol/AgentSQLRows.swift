@@ -6,6 +6,10 @@ import SQLiteBridge
 /// piece of `sqlStream`, with their column names, values and SQLite's own text of each
 /// value (`Keys/agent-protocol.md` §6).
 enum AgentSQLRows {
+    /// Where a row piece's count would be: the piece reports a statement that failed (then a
+    /// `failure` response's payload, §5), in a stream that goes on.
+    static let failureMark: [UInt8] = [0xFF, 0xFF, 0xFF, 0xFF]
+
     static func encode(_ rows: [SQLiteRow]) -> [UInt8] {
         var writer = AgentFieldWriter()
         writer.u32(UInt32(rows.count))

@@ -34,11 +34,11 @@ extension AgentSession {
             return .ok([])
         case .sql(let path, let create, let protection, let statements):
             return .ok(try runSQL(statements, inDatabaseAtPath: path, create: create, protection: protection))
-        case .sqlStream(let path, let create, let protection):
+        case .sqlStream(let path, let create, let protection, let keepGoing):
             guard let descriptor else {
                 throw DataProtectionError(.invalidArgument, "sqlStream needs a socket passed with the request.")
             }
-            try runSQLStream(inDatabaseAtPath: path, create: create, protection: protection, descriptor: descriptor)
+            try runSQLStream(inDatabaseAtPath: path, create: create, protection: protection, keepGoing: keepGoing, descriptor: descriptor)
             return .ok([])
         case .readFile(let path):
             guard let descriptor else {

@@ -9,10 +9,13 @@ extension AgentSession {
     /// `Keys/agent-protocol.md` §4) on the database at `path`, as `sqlite3` runs a script:
     /// each complete statement as soon as it has arrived, its rows sent back in pieces as they
     /// come, in the memory of a batch of statements and a piece of rows. Ends at the client's
-    /// end marker, at the first statement that fails, or when the agent stops; the rows of the
-    /// statements that ran go first, then the end marker of the rows.
-    func runSQLStream(inDatabaseAtPath path: String, create: Bool, protection: ProtectionClass?, descriptor: FileDescriptor)
-        throws(DataProtectionError) {
+    /// end marker, at the first statement that fails (unless `keepGoing`: its error is sent
+    /// among the rows, the rest of its batch dropped, as `sqlite3` drops the rest of a line),
+    /// or when the agent stops; the rows of the statements that ran go first, then the end
+    /// marker of the rows.
+    func runSQLStream(
+        inDatabaseAtPath path: String, create: Bool, protection: ProtectionClass?, keepGoing: Bool, descriptor: FileDescriptor
+    ) throws(DataProtectionError) {
         let socket = UnixSocket(adopting: descriptor.rawValue)
         defer { socket.close() }
         var rows = AgentSQLRowPieces(socket)
@@ -26,14 +29,23 @@ extension AgentSession {
                     throw DataProtectionError(.ioFailure, "The agent stopped while waiting for statements: the rest did not run.")
                 }
             }
+            var piecesRead = 0
             var statements = SQLStatementReader(reading: { () throws(DataProtectionError) -> [UInt8] in
-                try input.next(cut: DataProtectionError(
+                // What the last piece completed has run and its rows are sent: its acknowledgment.
+                if piecesRead > 0 { rows.acknowledge() }
+                piecesRead += 1
+                return try input.next(cut: DataProtectionError(
                     .ioFailure, "The client's statements ended without their end marker: the rest did not run.")) ?? []
             })
             while let sql = try statements.next() {
                 server.noteActivity()
                 defer { rows.flush() }
-                try database.execute(sql) { row in rows.append(row) }
+                do throws(DataProtectionError) {
+                    try database.execute(sql) { row in rows.append(row) }
+                } catch {
+                    guard keepGoing else { throw error }
+                    rows.report(error)
+                }
                 try rows.check()
             }
         } catch {
@@ -44,8 +56,9 @@ extension AgentSession {
     }
 }
 
-/// The rows of a `sqlStream`, sent to the client in pieces of about 1 MiB (one row alone
-/// when it is larger): each piece a row count and that many rows (§6, "Rows").
+/// The rows of a `sqlStream`, sent to the client in pieces of at most 1 MiB (one row alone
+/// when it is larger): each piece a row count and that many rows (§6, "Rows"); a piece of
+/// no rows acknowledges a piece of statements.
 struct AgentSQLRowPieces {
     private let socket: UnixSocket
     private var writer = AgentFieldWriter()
@@ -82,6 +95,28 @@ struct AgentSQLRowPieces {
         }
         writer = AgentFieldWriter()
         count = 0
+    }
+
+    /// Sends the rows gathered so far, then a piece of no rows: the acknowledgment of a piece of statements.
+    mutating func acknowledge() {
+        flush()
+        guard failure == nil else { return }
+        do {
+            try AgentPieceWriter.send([0, 0, 0, 0], on: socket)
+        } catch {
+            failure = DataProtectionError(.ioFailure, "The client stopped reading the rows: \(error).")
+        }
+    }
+
+    /// Sends the rows gathered so far, then `error` (a statement failed and the stream goes on).
+    mutating func report(_ error: DataProtectionError) {
+        flush()
+        guard failure == nil else { return }
+        do {
+            try AgentPieceWriter.send(AgentSQLRows.failureMark + AgentResponse.failure(error).encoded(), on: socket)
+        } catch {
+            failure = DataProtectionError(.ioFailure, "The client stopped reading the rows: \(error).")
+        }
     }
 
     /// Throws when the rows could not be sent.

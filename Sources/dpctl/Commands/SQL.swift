@@ -11,10 +11,12 @@ struct SQL: ParsableCommand {
         commandName: "sql",
         abstract: "Run SQL against a protected SQLite database in the store.",
         discussion: """
-            The statements come from the argument, else from standard input (like `sqlite3`). Rows of \
-            every statement are printed as `sqlite3` prints them in list mode: columns joined by `|`, \
-            NULL as nothing; --json prints one JSON array of row objects (blobs in base64). The database, \
-            its journal and its WAL are protected files of the database's class.
+            The statements come from the argument, else from standard input (like `sqlite3`): at a \
+            terminal, a session with a `sql> ` prompt (a failed statement is reported and the session \
+            goes on; Ctrl-D leaves). Rows of every statement are printed as `sqlite3` prints them in \
+            list mode: columns joined by `|`, NULL as nothing; --json prints one JSON array of row \
+            objects (blobs in base64). The database, its journal and its WAL are protected files of \
+            the database's class.
             """)
 
     @OptionGroup var storeOptions: StoreOptions
@@ -41,12 +43,16 @@ struct SQL: ParsableCommand {
             guard exists || create else {
                 throw DataProtectionError(.fileNotFound, "No database at \(path).", hint: "Pass --create to make one.")
             }
-            // Rows as they come: from a database opened here, or all at once from the agent.
+            // Rows as they come: from a database opened here, or streamed back by the agent.
             // `ran` follows each piece of SQL run: its rows are printed then, before the next
-            // read of standard input (which may wait for a line to be typed).
+            // read of standard input (which may wait for a line to be typed). At a prompt, a
+            // statement that fails is reported and the session goes on, as in `sqlite3`.
             let produce: (_ forEachRow: (SQLiteRow) -> Void, _ ran: () -> Void) throws(DataProtectionError) -> Void
             var database: ProtectedDatabase?
             defer { database?.close() }
+            // At a terminal, lines are edited after a prompt, as in `sqlite3`.
+            let prompt = statements == nil ? SQLPrompt() : nil
+            defer { prompt?.finish() }
             if let agent = session.agent {
                 // Streamed to the agent as it is read, rows back as they come: a script or a
                 // result of any size, and each statement typed runs at once.
@@ -54,6 +60,8 @@ struct SQL: ParsableCommand {
                 if let statements {
                     let text = Locked<Data?>(Data(statements.utf8))
                     source = { text.withLock { pending in defer { pending = nil }; return pending } }
+                } else if let prompt {
+                    source = { prompt.nextLine() }
                 } else {
                     source = {
                         let read = FileHandle.standardInput.availableData
@@ -61,8 +69,10 @@ struct SQL: ParsableCommand {
                     }
                 }
                 produce = { forEachRow, ran throws(DataProtectionError) in
+                    // At a prompt, the next one waits for the rows of the line before.
                     try agent.executeSQL(inDatabaseAtPath: path, create: create, protection: ProtectionChoice(protectionClass),
-                                         reading: source, forEachRow: forEachRow, afterRows: ran)
+                                         reading: source, waitingForEachPiece: prompt != nil, forEachRow: forEachRow, afterRows: ran,
+                                         onError: prompt.map { _ in { error in _ = error.reportAndExit() } })
                 }
             } else {
                 let local = session.local!
@@ -78,14 +88,22 @@ struct SQL: ParsableCommand {
                 produce = { forEachRow, ran throws(DataProtectionError) in
                     try withoutActuallyEscaping(forEachRow) { each throws(DataProtectionError) in
                         if let statements { return try opened.execute(statements, forEachRow: each) }
-                        var input = SQLStatementReader(.standardInput)
+                        var input = prompt.map { prompt in SQLStatementReader(reading: { [UInt8](prompt.nextLine() ?? Data()) }) }
+                            ?? SQLStatementReader(.standardInput)
                         while let sql = try input.next() {
-                            try opened.execute(sql, forEachRow: each)
+                            do throws(DataProtectionError) {
+                                try opened.execute(sql, forEachRow: each)
+                            } catch {
+                                guard prompt != nil else { throw error }
+                                ran()
+                                _ = error.reportAndExit()
+                            }
                             ran()
                         }
                     }
                 }
             }
+            prompt?.start(database: path)
             if output.json {
                 var rows: [[String: JSONValue]] = []
                 try produce({ row in
@@ -101,7 +119,12 @@ struct SQL: ParsableCommand {
             do throws(DataProtectionError) {
                 let flush = {
                     guard outputError == nil, !text.isEmpty else { return }
-                    do { try standardOutput.write(text) } catch { outputError = error }
+                    do {
+                        try standardOutput.write(text)
+                        if prompt != nil { try standardOutput.finish() }  // on the terminal before the next prompt
+                    } catch {
+                        outputError = error
+                    }
                     text = Data()
                 }
                 try produce({ row in

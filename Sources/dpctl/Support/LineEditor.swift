@@ -7,8 +7,8 @@ import Glibc
 import Darwin
 #endif
 
-/// Line editing for `dpctl shell` on a terminal: the keys of readline and libedit's emacs
-/// mode, in Swift, with no C library to install.
+/// Line editing for `dpctl shell` and `dpctl sql` on a terminal: the keys of readline and
+/// libedit's emacs mode, in Swift, with no C library to install.
 ///
 /// - ← →, Home End (Ctrl-A Ctrl-E), Ctrl-B Ctrl-F: move; Alt-B Alt-F: by word.
 /// - Backspace (Ctrl-H), Delete, Ctrl-D on a non-empty line: delete a character;
