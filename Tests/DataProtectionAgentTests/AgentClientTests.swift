@@ -249,6 +249,14 @@ struct AgentClientTests {
                                   forEachRow: { if case .integer(let value) = $0.values.first { seen.append(value) } },
                                   afterRows: { flushes += 1 })
             #expect(seen == [1, 2, 3] && flushes >= 2)
+            // Waiting for each piece (a terminal): the next read comes after the rows of the line before.
+            let log = Locked<[String]>([]), lines = Locked(["SELECT 1;\n", "SELECT 'x', 2;\n", "SELECT\n", "3;\n"])
+            try client.executeSQL(inDatabaseAtPath: "big.db", reading: {
+                let line = lines.withLock { $0.isEmpty ? nil : $0.removeFirst() }
+                log.withLock { $0.append("read " + (line ?? "end").trimmingCharacters(in: .newlines)) }
+                return line.map { Data($0.utf8) }
+            }, waitingForEachPiece: true, forEachRow: { row in log.withLock { $0.append("row " + String(decoding: row.listModeText, as: UTF8.self)) } })
+            #expect(log.withLock { $0 } == ["read SELECT 1;", "row 1", "read SELECT 'x', 2;", "row x|2", "read SELECT", "read 3;", "row 3", "read end"])
             // A failure stops the script: rows before it arrive, nothing after it runs.
             var before: [SQLiteValue] = []
             batches.withLock { $0 = ["SELECT 7;\nSELEC 8;\nINSERT INTO t VALUES (0, 'not run');\n"] }
