@@ -299,10 +299,31 @@ struct AgentProtocolTests {
             #expect(try reader.next(cut: DataProtectionError(.ioFailure, "rows cut")) == [0, 0, 0, 0])  // the piece's acknowledgment: it waits now
             let started = Date()
             agent.server.stop()
-            #expect(try reader.next(cut: DataProtectionError(.ioFailure, "rows cut")) == nil)  // the end marker of the rows
-            #expect(try Self.closedByAgent(connection))  // stopping ends the connections, answered or not
+            // Stopping shuts the stream down: the rows end without their end marker, the connection closes.
+            #expect(throws: DataProtectionError.self) { try reader.next(cut: DataProtectionError(.ioFailure, "rows cut")) }
+            #expect(try Self.closedByAgent(connection))
             #expect(Date().timeIntervalSince(started) < 10)
         }
+    }
+
+    @Test("sqlStream: a client that reads none of its rows does not hold up the agent's stop")
+    func sqlStreamUnreadRows() throws {
+        let agent = try AgentFixture()
+        try agent.device.unlock(passcode: "1234")
+        let connection = try Self.rawConnection(agent)
+        defer { connection.close() }
+        let (mine, theirs) = try UnixSocket.pair()
+        defer { mine.close() }
+        try connection.send(Self.frame(AgentRequest.sqlStream(path: "u.db", create: true, protection: nil, keepGoing: false).encoded()),
+                            passing: theirs.descriptor)
+        theirs.close()
+        // Some 100 MB of rows, far more than the socket holds: the agent blocks sending them.
+        try AgentPieceWriter.send(Array("WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 1000) SELECT zeroblob(100000) FROM c;\n".utf8), on: mine)
+        try AgentPieceWriter.send([UInt8](), on: mine)
+        Thread.sleep(forTimeInterval: 0.5)
+        let started = Date()
+        agent.tearDown()  // stops the agent and waits for its sessions (30 s at most)
+        #expect(Date().timeIntervalSince(started) < 10)
     }
 
     /// Reads one response frame.

@@ -10,14 +10,11 @@ struct AgentPieceReader {
     let socket: UnixSocket
     /// The most bytes one piece may hold.
     let limit: Int
-    /// Called while a read waits, every 200 ms: throws to give up (the agent stopping).
-    let whileWaiting: (() throws(DataProtectionError) -> Void)?
     private(set) var ended = false
 
-    init(_ socket: UnixSocket, limit: Int, whileWaiting: (() throws(DataProtectionError) -> Void)? = nil) {
+    init(_ socket: UnixSocket, limit: Int) {
         self.socket = socket
         self.limit = limit
-        self.whileWaiting = whileWaiting
     }
 
     /// The next piece's bytes; `nil` after the end marker. `cut` describes a stream that ends without it.
@@ -40,9 +37,6 @@ struct AgentPieceReader {
         var filled = 0
         while filled < count {
             do {
-                if let whileWaiting {
-                    while try !socket.waitUntilReadable(milliseconds: 200) { try whileWaiting() }
-                }
                 let (got, stray) = try bytes.withUnsafeMutableBytes { buffer throws(SocketError) in
                     try socket.receive(into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]))
                 }

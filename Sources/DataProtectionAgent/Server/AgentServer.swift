@@ -43,6 +43,9 @@ public final class AgentServer: Sendable {
     struct State {
         var lastActivity = ContinuousClock.now
         var connections: [ObjectIdentifier: UnixSocket] = [:]
+        /// Data channels in use (a `sqlStream`'s socket): stopping shuts them down too, so that
+        /// a request blocked on a client that neither sends nor reads ends at once.
+        var dataChannels: [ObjectIdentifier: UnixSocket] = [:]
         var stopping = false
     }
 
@@ -117,7 +120,7 @@ public final class AgentServer: Sendable {
         let connections = state.withLock { state in
             guard !state.stopping else { return [UnixSocket]() }
             state.stopping = true
-            return Array(state.connections.values)
+            return Array(state.connections.values) + Array(state.dataChannels.values)
         }
         listener.shutdown()
         for connection in connections { connection.shutdown() }
@@ -144,8 +147,16 @@ public final class AgentServer: Sendable {
         state.withLock { $0.lastActivity = .now }
     }
 
-    /// Whether ``stop()`` has begun: requests that wait on a client (a stream of statements) give up.
-    var isStopping: Bool { state.withLock { $0.stopping } }
+    /// Runs `body` with `channel` registered: ``stop()`` shuts it down (at once if it has begun).
+    func tracking<R, E: Error>(_ channel: UnixSocket, _ body: () throws(E) -> R) throws(E) -> R {
+        let stopping = state.withLock { state in
+            state.dataChannels[ObjectIdentifier(channel)] = channel
+            return state.stopping
+        }
+        if stopping { channel.shutdown() }
+        defer { state.withLock { _ = $0.dataChannels.removeValue(forKey: ObjectIdentifier(channel)) } }
+        return try body()
+    }
 
     /// How long until auto-lock, while unlocked.
     func autoLockRemaining() -> Duration? {

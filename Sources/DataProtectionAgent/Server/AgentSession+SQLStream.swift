@@ -18,17 +18,20 @@ extension AgentSession {
     ) throws(DataProtectionError) {
         let socket = UnixSocket(adopting: descriptor.rawValue)
         defer { socket.close() }
+        // Stopping shuts it down: rows blocked on a client that reads nothing end too.
+        try server.tracking(socket) { () throws(DataProtectionError) in
+            try stream(inDatabaseAtPath: path, create: create, protection: protection, keepGoing: keepGoing, on: socket)
+        }
+    }
+
+    private func stream(inDatabaseAtPath path: String, create: Bool, protection: ProtectionClass?, keepGoing: Bool, on socket: UnixSocket)
+        throws(DataProtectionError) {
         var rows = AgentSQLRowPieces(socket)
         var failure: DataProtectionError?
         do throws(DataProtectionError) {
             let database = try ProtectedDatabase(atPath: path, in: store, create: create, protection: ProtectionChoice(protection))
             defer { database.close() }
-            let server = self.server
-            var input = AgentPieceReader(socket, limit: AgentWireFormat.maximumInlineData) { () throws(DataProtectionError) in
-                if server.isStopping {
-                    throw DataProtectionError(.ioFailure, "The agent stopped while waiting for statements: the rest did not run.")
-                }
-            }
+            var input = AgentPieceReader(socket, limit: AgentWireFormat.maximumInlineData)
             var piecesRead = 0
             var statements = SQLStatementReader(reading: { () throws(DataProtectionError) -> [UInt8] in
                 // What the last piece completed has run and its rows are sent: its acknowledgment.
