@@ -242,6 +242,9 @@ struct AgentClientTests {
             // One value larger than a piece's usual size goes alone in its piece.
             let large = try client.executeSQL("SELECT zeroblob(3000000) AS z, 'after'", inDatabaseAtPath: "big.db")
             #expect(large.count == 1 && large.first?.values == [.blob(Data(count: 3_000_000)), .text("after")])
+            // A column named after a long expression (longer than a string field of the protocol's frames).
+            let literal = "'" + String(repeating: "n", count: 5_000) + "'"
+            #expect(try client.executeSQL("SELECT \(literal)", inDatabaseAtPath: "big.db").first?.columns == [literal])
             // Streamed: rows reach the handler batch by batch, while later statements are still to come.
             let batches = Locked<[String]>(["SELECT 1;\n", "SELECT 2;\nSELECT ", "3"])
             var seen: [Int64] = [], flushes = 0
