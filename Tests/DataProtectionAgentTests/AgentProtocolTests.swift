@@ -4,6 +4,7 @@ import DataProtectionSQLite
 import DataProtectionFuzzing
 import Foundation
 import SocketBridge
+import SystemPackage
 import Testing
 
 /// The wire format (`Keys/agent-protocol.md`): known-answer frames, round trips, and what
@@ -241,7 +242,7 @@ struct AgentProtocolTests {
                 theirs.close()
                 for piece in pieces { try AgentPieceWriter.send(Array(piece.utf8), on: mine) }
                 if ended { try AgentPieceWriter.send([UInt8](), on: mine) } else { mine.shutdownWriting() }
-                var reader = AgentPieceReader(mine, limit: 1 << 24)
+                var reader = AgentPieceReader(FileDescriptor(rawValue: mine.descriptor), limit: 1 << 24, describe: "rows")
                 var values: [SQLiteValue] = [], sizes: [(bytes: Int, rows: Int)] = [], acknowledgments = 0, failures: [DataProtectionError] = []
                 while let piece = try reader.next(cut: DataProtectionError(.ioFailure, "rows cut")) {
                     if piece.starts(with: AgentSQLRows.failureMark), case .failure(let error) = try AgentResponse.decode(Array(piece.dropFirst(4))) {
@@ -294,7 +295,7 @@ struct AgentProtocolTests {
             try connection.send(Self.frame(AgentRequest.sqlStream(path: "s.db", create: false, protection: nil, keepGoing: false).encoded()), passing: theirs.descriptor)
             theirs.close()
             try AgentPieceWriter.send(Array("SELECT 1;\n".utf8), on: mine)
-            var reader = AgentPieceReader(mine, limit: 1 << 24)
+            var reader = AgentPieceReader(FileDescriptor(rawValue: mine.descriptor), limit: 1 << 24, describe: "rows")
             #expect(try reader.next(cut: DataProtectionError(.ioFailure, "rows cut")) != nil)  // the row of SELECT 1
             #expect(try reader.next(cut: DataProtectionError(.ioFailure, "rows cut")) == [0, 0, 0, 0])  // the piece's acknowledgment: it waits now
             let started = Date()

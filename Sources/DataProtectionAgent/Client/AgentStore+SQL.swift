@@ -82,7 +82,7 @@ extension AgentStore {
                     defer { release() }
                     Self.send(next, on: mine, failure: sourceFailure, waiting: wait)
                 }
-                var pieces = AgentPieceReader(mine, limit: Int(UInt32.max))
+                var pieces = AgentPieceReader(FileDescriptor(rawValue: mine.descriptor), limit: Int(UInt32.max), describe: "the agent's rows")
                 while let piece = try pieces.next(cut: DataProtectionError(
                     .ioFailure, "The agent's rows ended without their end marker.", hint: "Is it still running? `dpctl status`.")) {
                     if piece.starts(with: AgentSQLRows.failureMark), let onError {
@@ -127,21 +127,14 @@ extension AgentStore {
                              waiting: (() -> Bool)?) {
         do {
             while let piece = try next() {
-                var start = piece.startIndex
-                var sent = 0
-                while start < piece.endIndex {
-                    let end = min(piece.endIndex, start + AgentWireFormat.maximumInlineData)
-                    try AgentPieceWriter.send(piece[start..<end], on: socket)
-                    start = end
-                    sent += 1
-                }
+                let sent = try AgentPieceWriter.send(splitting: piece, on: socket)
                 if let waiting {
                     for _ in 0..<sent {
                         guard waiting() else { return }
                     }
                 }
             }
-            try AgentPieceWriter.send([UInt8](), on: socket)
+            try AgentPieceWriter.end(on: socket)
         } catch let error as SocketError {
             // The agent stopped reading (its answer says why), or the channel broke: it sees the end without the marker.
             if !error.isDisconnection { socket.shutdownWriting() }

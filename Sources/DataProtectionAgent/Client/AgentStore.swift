@@ -83,15 +83,8 @@ public final class AgentStore: ProtectedFileSystem {
                 theirs.close()
                 defer { mine.close() }
                 do {
-                    while let piece = try next() {
-                        var start = piece.startIndex
-                        while start < piece.endIndex {
-                            let end = min(piece.endIndex, start + AgentWireFormat.maximumInlineData)
-                            try Self.sendPiece(piece[start..<end], on: mine)
-                            start = end
-                        }
-                    }
-                    try Self.sendPiece(Data(), on: mine)
+                    while let piece = try next() { try AgentPieceWriter.send(splitting: piece, on: mine) }
+                    try AgentPieceWriter.end(on: mine)
                 } catch let error as SocketError where error.isDisconnection {
                     // The agent stopped reading: its answer says why.
                 } catch {
@@ -240,8 +233,4 @@ public final class AgentStore: ProtectedFileSystem {
         }
     }
 
-    private static func sendPiece(_ piece: Data, on socket: UnixSocket) throws(SocketError) {
-        try socket.send(withUnsafeBytes(of: UInt32(piece.count).bigEndian) { Array($0) })
-        if !piece.isEmpty { try socket.send(piece) }
-    }
 }

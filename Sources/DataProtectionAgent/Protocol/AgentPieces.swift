@@ -3,18 +3,21 @@ import Foundation
 import SocketBridge
 import SystemPackage
 
-/// A stream of pieces on a data socket (`Keys/agent-protocol.md` §4, `writeFile` source 2
+/// A stream of pieces on a data channel (`Keys/agent-protocol.md` §4, `writeFile` source 2
 /// and `sqlStream`): each a 4-byte big-endian length and that many bytes, up to a piece of
 /// length 0, the end marker. A stream that ends without it was cut: its sender failed or went away.
 struct AgentPieceReader {
-    let socket: UnixSocket
+    let descriptor: FileDescriptor
     /// The most bytes one piece may hold.
     let limit: Int
+    /// What the channel carries, for errors ("the client's content").
+    let describe: String
     private(set) var ended = false
 
-    init(_ socket: UnixSocket, limit: Int) {
-        self.socket = socket
+    init(_ descriptor: FileDescriptor, limit: Int, describe: String) {
+        self.descriptor = descriptor
         self.limit = limit
+        self.describe = describe
     }
 
     /// The next piece's bytes; `nil` after the end marker. `cut` describes a stream that ends without it.
@@ -23,7 +26,7 @@ struct AgentPieceReader {
         let header = try read(4, cut: cut())
         let length = header.reduce(0) { $0 << 8 | Int($1) }
         guard length <= limit else {
-            throw DataProtectionError(.ioFailure, "A piece of \(length) bytes on the data channel (at most \(limit)).")
+            throw DataProtectionError(.invalidArgument, "A piece of \(length) bytes in \(describe) (at most \(limit)).")
         }
         guard length > 0 else {
             ended = true
@@ -36,21 +39,18 @@ struct AgentPieceReader {
         var bytes = [UInt8](repeating: 0, count: count)
         var filled = 0
         while filled < count {
+            let got: Int
             do {
-                let (got, stray) = try bytes.withUnsafeMutableBytes { buffer throws(SocketError) in
-                    try socket.receive(into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]))
+                got = try bytes.withUnsafeMutableBytes { buffer in
+                    try descriptor.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]), retryOnInterrupt: true)
                 }
-                if let stray { try? FileDescriptor(rawValue: stray).close() }  // none belongs on a data channel
-                guard got > 0 else { throw cut() }
-                filled += got
-            } catch let error as SocketError {
-                if error.isDisconnection { throw cut() }
-                throw DataProtectionError(.ioFailure, "Cannot read the data channel: \(error).")
-            } catch let error as DataProtectionError {
-                throw error
+            } catch let error as Errno where error == .connectionReset || error == .brokenPipe {
+                throw cut()
             } catch {
-                throw DataProtectionError(.ioFailure, "Cannot read the data channel: \(error).")
+                throw DataProtectionError(.ioFailure, "Cannot read \(describe): \(error).")
             }
+            guard got > 0 else { throw cut() }
+            filled += got
         }
         return bytes
     }
@@ -65,5 +65,24 @@ enum AgentPieceWriter {
         withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { piece.append(contentsOf: $0) }
         piece.append(contentsOf: bytes)
         try socket.send(piece)
+    }
+
+    /// Sends `data` as pieces of at most 1 MiB (none when it is empty); returns how many.
+    @discardableResult
+    static func send(splitting data: Data, on socket: UnixSocket) throws(SocketError) -> Int {
+        var start = data.startIndex
+        var count = 0
+        while start < data.endIndex {
+            let end = min(data.endIndex, start + AgentWireFormat.maximumInlineData)
+            try send(data[start..<end], on: socket)
+            start = end
+            count += 1
+        }
+        return count
+    }
+
+    /// Sends the end marker.
+    static func end(on socket: UnixSocket) throws(SocketError) {
+        try send([UInt8](), on: socket)
     }
 }

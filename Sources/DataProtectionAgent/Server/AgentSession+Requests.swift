@@ -208,56 +208,38 @@ extension AgentSession {
 /// an empty one (``AgentWriteSource``).
 struct AgentInput {
     let descriptor: FileDescriptor
-    let pieces: Bool
     /// The client's connection: a raw descriptor's end counts only while the client is still
     /// there to be answered (a client killed mid-transfer stores nothing).
     let connection: UnixSocket
-    private var buffer = [UInt8](repeating: 0, count: AgentWireFormat.maximumInlineData)
+    private var pieces: AgentPieceReader?
+    private var buffer: [UInt8] = []
 
     init(_ descriptor: FileDescriptor, pieces: Bool, connection: UnixSocket) {
         self.descriptor = descriptor
-        self.pieces = pieces
         self.connection = connection
+        if pieces {
+            self.pieces = AgentPieceReader(descriptor, limit: AgentWireFormat.maximumInlineData, describe: "the client's content")
+        } else {
+            buffer = [UInt8](repeating: 0, count: AgentWireFormat.maximumInlineData)
+        }
     }
 
     /// The next piece; `nil` at the end.
     mutating func next() throws(DataProtectionError) -> Data? {
-        guard pieces else {
-            let count = try read(upTo: buffer.count)
-            if count == 0 && (try? connection.waitUntilReadable(milliseconds: 0)) != false {
-                // A waiting client sends nothing until answered: readable means it hung up.
-                throw DataProtectionError(.ioFailure, "The client went away before its content was stored: nothing was stored.")
-            }
-            return count == 0 ? nil : Data(buffer[0..<count])
+        if pieces != nil {
+            return try pieces?.next(cut: DataProtectionError(
+                .ioFailure, "The client's content ended before its end marker: nothing was stored.")).map { Data($0) }
         }
-        try readExactly(4)
-        let length = buffer[0..<4].reduce(0) { $0 << 8 | Int($1) }
-        guard length <= buffer.count else {
-            throw DataProtectionError(.invalidArgument, "A piece of \(length) bytes from the client (at most \(buffer.count)).")
-        }
-        if length == 0 { return nil }
-        try readExactly(length)
-        return Data(buffer[0..<length])
-    }
-
-    private mutating func readExactly(_ count: Int) throws(DataProtectionError) {
-        var filled = 0
-        while filled < count {
-            let got = try read(from: filled, upTo: count - filled)
-            guard got > 0 else {
-                throw DataProtectionError(.ioFailure, "The client's content ended before its end marker: nothing was stored.")
-            }
-            filled += got
-        }
-    }
-
-    private mutating func read(from offset: Int = 0, upTo count: Int) throws(DataProtectionError) -> Int {
+        let count: Int
         do {
-            return try buffer.withUnsafeMutableBytes { bytes in
-                try descriptor.read(into: UnsafeMutableRawBufferPointer(rebasing: bytes[offset..<offset + count]), retryOnInterrupt: true)
-            }
+            count = try buffer.withUnsafeMutableBytes { bytes in try descriptor.read(into: bytes, retryOnInterrupt: true) }
         } catch {
             throw DataProtectionError(.ioFailure, "Cannot read the client's content: \(error).")
         }
+        if count == 0 && (try? connection.waitUntilReadable(milliseconds: 0)) != false {
+            // A waiting client sends nothing until answered: readable means it hung up.
+            throw DataProtectionError(.ioFailure, "The client went away before its content was stored: nothing was stored.")
+        }
+        return count == 0 ? nil : Data(buffer[0..<count])
     }
 }

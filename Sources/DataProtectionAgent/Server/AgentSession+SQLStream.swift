@@ -31,7 +31,8 @@ extension AgentSession {
         do throws(DataProtectionError) {
             let database = try ProtectedDatabase(atPath: path, in: store, create: create, protection: ProtectionChoice(protection))
             defer { database.close() }
-            var input = AgentPieceReader(socket, limit: AgentWireFormat.maximumInlineData)
+            var input = AgentPieceReader(FileDescriptor(rawValue: socket.descriptor), limit: AgentWireFormat.maximumInlineData,
+                                         describe: "the client's statements")
             var piecesRead = 0
             var statements = SQLStatementReader(reading: { () throws(DataProtectionError) -> [UInt8] in
                 // What the last piece completed has run and its rows are sent: its acknowledgment.
@@ -131,6 +132,6 @@ struct AgentSQLRowPieces {
     mutating func finish() {
         flush()
         guard failure == nil else { return }
-        try? AgentPieceWriter.send([UInt8](), on: socket)
+        try? AgentPieceWriter.end(on: socket)
     }
 }
