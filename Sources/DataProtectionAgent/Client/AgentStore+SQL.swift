@@ -95,7 +95,7 @@ extension AgentStore {
                     }
                     let rows: [SQLiteRow]
                     do {
-                        rows = try AgentSQLRows.decode(piece, fieldLimit: piece.count)
+                        rows = try AgentSQLRows.decode(Array(piece), fieldLimit: piece.count)
                     } catch {
                         throw AgentConnection.broken(error)
                     }

@@ -13,6 +13,8 @@ struct AgentPieceReader {
     /// What the channel carries, for errors ("the client's content").
     let describe: String
     private(set) var ended = false
+    /// Where pieces are read, reused (a put of a gigabyte in pieces allocates it once).
+    private var buffer: [UInt8] = []
 
     init(_ descriptor: FileDescriptor, limit: Int, describe: String) {
         self.descriptor = descriptor
@@ -20,11 +22,12 @@ struct AgentPieceReader {
         self.describe = describe
     }
 
-    /// The next piece's bytes; `nil` after the end marker. `cut` describes a stream that ends without it.
-    mutating func next(cut: @autoclosure () -> DataProtectionError) throws(DataProtectionError) -> [UInt8]? {
+    /// The next piece's bytes (valid until the next call); `nil` after the end marker. `cut`
+    /// describes a stream that ends without it.
+    mutating func next(cut: @autoclosure () -> DataProtectionError) throws(DataProtectionError) -> ArraySlice<UInt8>? {
         guard !ended else { return nil }
-        let header = try read(4, cut: cut())
-        let length = header.reduce(0) { $0 << 8 | Int($1) }
+        try read(4, cut: cut())
+        let length = buffer[0..<4].reduce(0) { $0 << 8 | Int($1) }
         guard length <= limit else {
             throw DataProtectionError(.invalidArgument, "A piece of \(length) bytes in \(describe) (at most \(limit)).")
         }
@@ -32,17 +35,19 @@ struct AgentPieceReader {
             ended = true
             return nil
         }
-        return try read(length, cut: cut())
+        try read(length, cut: cut())
+        return buffer[0..<length]
     }
 
-    private func read(_ count: Int, cut: @autoclosure () -> DataProtectionError) throws(DataProtectionError) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: count)
+    /// Reads exactly `count` bytes into the start of ``buffer``.
+    private mutating func read(_ count: Int, cut: @autoclosure () -> DataProtectionError) throws(DataProtectionError) {
+        if buffer.count < count { buffer = [UInt8](repeating: 0, count: max(count, 4096)) }
         var filled = 0
         while filled < count {
             let got: Int
             do {
-                got = try bytes.withUnsafeMutableBytes { buffer in
-                    try descriptor.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]), retryOnInterrupt: true)
+                got = try buffer.withUnsafeMutableBytes { bytes in
+                    try descriptor.read(into: UnsafeMutableRawBufferPointer(rebasing: bytes[filled..<count]), retryOnInterrupt: true)
                 }
             } catch let error as Errno where error == .connectionReset || error == .brokenPipe {
                 throw cut()
@@ -52,7 +57,6 @@ struct AgentPieceReader {
             guard got > 0 else { throw cut() }
             filled += got
         }
-        return bytes
     }
 }
 

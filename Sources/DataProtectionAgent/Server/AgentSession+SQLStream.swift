@@ -39,7 +39,7 @@ extension AgentSession {
                 if piecesRead > 0 { rows.acknowledge() }
                 piecesRead += 1
                 return try input.next(cut: DataProtectionError(
-                    .ioFailure, "The client's statements ended without their end marker: the rest did not run.")) ?? []
+                    .ioFailure, "The client's statements ended without their end marker: the rest did not run.")).map(Array.init) ?? []
             })
             while let sql = try statements.next() {
                 server.noteActivity()
