@@ -22,12 +22,21 @@ extension AgentStore {
     ///   discarded the class key, `sqliteError`): the statements before the one that failed have run.
     public func executeSQL(_ sql: String, inDatabaseAtPath path: String, create: Bool = false, protection protectionChoice: ProtectionChoice = .inherited)
         throws(DataProtectionError) -> [SQLiteRow] {
-        let text = Locked<Data?>(Data(sql.utf8))
         var rows: [SQLiteRow] = []
+        try executeSQL(sql, inDatabaseAtPath: path, create: create, protection: protectionChoice) { rows.append($0) }
+        return rows
+    }
+
+    /// Runs `sql` as ``executeSQL(_:inDatabaseAtPath:create:protection:)`` does, handing each
+    /// row to `forEachRow` as it comes back (a result of any size in bounded memory).
+    public func executeSQL(
+        _ sql: String, inDatabaseAtPath path: String, create: Bool = false, protection protectionChoice: ProtectionChoice = .inherited,
+        forEachRow: (SQLiteRow) -> Void
+    ) throws(DataProtectionError) {
+        let text = Locked<Data?>(Data(sql.utf8))
         try executeSQL(inDatabaseAtPath: path, create: create, protection: protectionChoice,
                        reading: { text.withLock { pending in defer { pending = nil }; return pending } },
-                       forEachRow: { rows.append($0) })
-        return rows
+                       forEachRow: forEachRow)
     }
 
     /// Runs the SQL that `next` returns, piece after piece (`nil` at its end), on the

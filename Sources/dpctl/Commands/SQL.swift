@@ -2,7 +2,6 @@ import ArgumentParser
 import DataProtection
 import DataProtectionSQLite
 import Foundation
-import SodiumBridge
 import SystemPackage
 
 /// `dpctl sql <db-path> [--class <class>] [--create] [--json] ["<sql>"]`.
@@ -57,10 +56,7 @@ struct SQL: ParsableCommand {
                 // Streamed to the agent as it is read, rows back as they come: a script or a
                 // result of any size, and each statement typed runs at once.
                 let source: @Sendable () throws -> Data?
-                if let statements {
-                    let text = Locked<Data?>(Data(statements.utf8))
-                    source = { text.withLock { pending in defer { pending = nil }; return pending } }
-                } else if let prompt {
+                if let prompt {
                     source = { prompt.nextLine() }
                 } else {
                     source = {
@@ -69,8 +65,12 @@ struct SQL: ParsableCommand {
                     }
                 }
                 produce = { forEachRow, ran throws(DataProtectionError) in
+                    let choice = ProtectionChoice(protectionClass)
+                    if let statements {
+                        return try agent.executeSQL(statements, inDatabaseAtPath: path, create: create, protection: choice, forEachRow: forEachRow)
+                    }
                     // At a prompt, the next one waits for the rows of the line before.
-                    try agent.executeSQL(inDatabaseAtPath: path, create: create, protection: ProtectionChoice(protectionClass),
+                    try agent.executeSQL(inDatabaseAtPath: path, create: create, protection: choice,
                                          reading: source, waitingForEachPiece: prompt != nil, forEachRow: forEachRow, afterRows: ran,
                                          onError: prompt.map { _ in { error in _ = error.reportAndExit() } })
                 }
