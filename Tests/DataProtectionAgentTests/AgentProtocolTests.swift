@@ -329,21 +329,7 @@ struct AgentProtocolTests {
 
     /// Reads one response frame.
     static func response(on socket: UnixSocket) throws -> AgentResponse {
-        var header = [UInt8](repeating: 0, count: 4)
-        var filled = 0
-        while filled < 4 {
-            let count = try socket.receive(into: &header, from: filled).count
-            guard count > 0 else { throw AgentProtocolViolation("the agent closed the connection") }
-            filled += count
-        }
-        let length = header.reduce(0) { $0 << 8 | Int($1) }
-        var payload = [UInt8](repeating: 0, count: length)
-        filled = 0
-        while filled < length {
-            let count = try socket.receive(into: &payload, from: filled).count
-            guard count > 0 else { throw AgentProtocolViolation("the agent closed the connection") }
-            filled += count
-        }
+        guard let (payload, _) = try AgentChannel(socket).receive() else { throw AgentProtocolViolation("the agent closed the connection") }
         return try AgentResponse.decode(payload)
     }
 

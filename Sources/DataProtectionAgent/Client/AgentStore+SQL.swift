@@ -84,6 +84,10 @@ extension AgentStore {
         }
         let request = AgentRequest.sqlStream(path: path, create: create, protection: protectionChoice.protectionClass,
                                              keepGoing: onError != nil)
+        defer {
+            mine.shutdown()  // wakes the sending thread if it is blocked on a full socket
+            release()
+        }
         do {
             _ = try connection.call(request, passing: FileDescriptor(rawValue: theirs.descriptor)) { () throws(DataProtectionError) in
                 theirs.close()
@@ -117,16 +121,12 @@ extension AgentStore {
                 }
             }
         } catch {
-            mine.shutdown()  // wakes the sending thread if it is blocked on a full socket
-            release()
             // The source's own failure is the cause; the agent's "ended without their end marker" follows from it.
             if let failure = sourceFailure.withLock({ $0 }) {
                 throw failure as? DataProtectionError ?? DataProtectionError(.ioFailure, "Cannot read the statements: \(failure).")
             }
             throw error
         }
-        mine.shutdown()
-        release()
     }
 
     /// Sends what `next` returns in pieces of at most 1 MiB, then the end marker; a source
