@@ -153,6 +153,20 @@ let package = Package(
             dependencies: ["DataProtectionFuzzing"],
             path: "Tests/Fuzz/Driver"
         ),
+        // The README's first Swift example, verbatim, as a consumer's program (Tests/ReadmeTests checks both agree).
+        .executableTarget(
+            name: "ReadmeExample",
+            dependencies: ["DataProtection"],
+            path: "Tests/ReadmeExample"
+        ),
+        // The README as a newcomer meets it: its examples run as written, its links resolve, and a
+        // consumer uses every product it shows.
+        .testTarget(
+            name: "ReadmeTests",
+            dependencies: ["ReadmeExample", "dpctl", "DataProtection", "DataProtectionSQLite", "DataProtectionGRDB",
+                           "DataProtectionAgent", "DataProtectionScenarios", "DataProtectionScenarioTesting",
+                           .product(name: "GRDB", package: "GRDB.swift")]
+        ),
         .testTarget(
             name: "SodiumBridgeTests",
             dependencies: ["SodiumBridge"]
