@@ -96,3 +96,68 @@ extension SQLiteRow {
         return text
     }
 }
+
+extension SQLiteRow: CustomStringConvertible {
+    /// The value of the first column named `column` (SQLite's names match without regard to
+    /// ASCII case, as in SQL), or `nil` when the row has no such column.
+    public subscript(_ column: String) -> SQLiteValue? {
+        if let index = columns.firstIndex(of: column) { return values[index] }
+        let folded = column.lowercased()
+        return columns.firstIndex { $0.lowercased() == folded }.map { values[$0] }
+    }
+
+    /// The value in column `index` (0-based, in the statement's order).
+    public subscript(_ index: Int) -> SQLiteValue { values[index] }
+
+    /// `[id: 1, body: "hello", note: NULL]`: each column's name and value (without names,
+    /// the values alone).
+    public var description: String {
+        let fields = values.enumerated().map { index, value in
+            index < columns.count ? "\(columns[index]): \(value)" : "\(value)"
+        }
+        return "[" + fields.joined(separator: ", ") + "]"
+    }
+}
+
+extension SQLiteValue: CustomStringConvertible {
+    /// As SQL would write the value: `NULL`, `42`, `1.5`, `"text"` (quoted), `x'0102'` (a blob's bytes in hex).
+    public var description: String {
+        switch self {
+        case .null: "NULL"
+        case .integer(let value): String(value)
+        case .real(let value): String(value)
+        case .text(let value): "\"" + value + "\""
+        case .blob(let bytes): "x'" + bytes.map { String(format: "%02x", $0) }.joined() + "'"
+        }
+    }
+
+    /// The value as an integer, when it is one.
+    public var integerValue: Int64? {
+        if case .integer(let value) = self { return value }
+        return nil
+    }
+
+    /// The value as a real (an integer converted), when it is a number.
+    public var doubleValue: Double? {
+        switch self {
+        case .real(let value): value
+        case .integer(let value): Double(value)
+        default: nil
+        }
+    }
+
+    /// The value as text, when it is text.
+    public var stringValue: String? {
+        if case .text(let value) = self { return value }
+        return nil
+    }
+
+    /// The value as bytes, when it is a blob.
+    public var dataValue: Data? {
+        if case .blob(let bytes) = self { return bytes }
+        return nil
+    }
+
+    /// Whether the value is NULL.
+    public var isNull: Bool { self == .null }
+}

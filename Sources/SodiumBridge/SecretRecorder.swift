@@ -64,7 +64,7 @@ package enum SecretRecorder {
     }
 
     /// The secrets of one ``recording(isolation:_:)`` call.
-    private final class Session: Sendable {
+    fileprivate final class Session: Sendable {
         let secrets = Locked<[Secret]>([])
     }
 
@@ -79,6 +79,24 @@ package enum SecretRecorder {
         active.add(1, ordering: .sequentiallyConsistent)
         defer { active.subtract(1, ordering: .sequentiallyConsistent) }
         return try await $session.withValue(Session(), operation: body)
+    }
+
+    /// The recording of the current task, to carry to work it hands to another thread (which
+    /// task-local values do not reach): ``carrying(_:_:)`` runs that work inside it.
+    package struct Carrier: Sendable {
+        fileprivate let session: Session?
+    }
+
+    /// The current task's recording (none outside ``recording(isolation:_:)``).
+    package static var carrier: Carrier { Carrier(session: active.load(ordering: .relaxed) > 0 ? session : nil) }
+
+    /// Runs `body` (on any thread) recording into `carrier`'s recording, as if in its task.
+    package static func carrying<R, E: Error>(_ carrier: Carrier, _ body: () throws(E) -> R) throws(E) -> R {
+        guard let recording = carrier.session else { return try body() }
+        let result: Result<R, E> = $session.withValue(recording) {
+            do throws(E) { return .success(try body()) } catch { return .failure(error) }
+        }
+        return try result.get()
     }
 
     /// The secrets recorded so far by the enclosing ``recording(isolation:_:)`` (empty outside one).

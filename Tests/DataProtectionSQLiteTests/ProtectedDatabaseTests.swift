@@ -190,3 +190,23 @@ import Testing
         #expect(try ProtectedDatabase(atPath: "a.db", in: again).query("SELECT x FROM t").first?.values == [.integer(1)])
     }
 }
+
+/// Rows as a newcomer reads them: by column name, and printed readably.
+@Suite("SQLite rows")
+struct SQLiteRowTests {
+    @Test("a row's values by column name (any ASCII case) and by index; a readable description")
+    func rowsByName() {
+        let row = SQLiteRow(values: [.integer(1), .text("hello"), .null, .real(1.5), .blob(Data([1, 0xAB]))],
+                            texts: ["1", "hello", nil, "1.5", nil], columns: ["id", "body", "note", "score", "raw"])
+        #expect(row["body"] == .text("hello"))
+        #expect(row["ID"] == .integer(1))
+        #expect(row["missing"] == nil)
+        #expect(row[3].doubleValue == 1.5)
+        #expect(row["id"]?.integerValue == 1)
+        #expect(row["body"]?.stringValue == "hello")
+        #expect(row["note"]?.isNull == true)
+        #expect(row["raw"]?.dataValue == Data([1, 0xAB]))
+        #expect(row.description == #"[id: 1, body: "hello", note: NULL, score: 1.5, raw: x'01ab']"#)
+        #expect("\(row)" == row.description)
+    }
+}

@@ -48,7 +48,8 @@ struct ReadmeTests {
         let temporary = try TemporaryDirectory()
         let result = try Run.program(Run.executable("ReadmeExample"), [], environment: ["TMPDIR": temporary.url.path])
         #expect(result.status == 0, "ReadmeExample: \(result.standardError)")
-        #expect(result.standardOutput.hasSuffix("(protectedDataUnavailable)\n"), "printed: \(result.standardOutput)")
+        #expect(result.standardOutput.hasPrefix("protectedDataUnavailable ") && result.standardOutput.contains("the device is locked"),
+                "printed: \(result.standardOutput)")
         let stores = try FileManager.default.contentsOfDirectory(atPath: temporary.url.path)
         #expect(stores.count == 1 && stores[0].hasPrefix("my-store-"), "made: \(stores)")
     }

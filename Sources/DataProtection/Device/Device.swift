@@ -63,8 +63,9 @@ public final class Device: Sendable {
     ///
     /// The device then owns the directory until it is released from memory (or the
     /// process ends): one process at a time holds a device's live state. Opening a
-    /// device owned by another process, or by another `Device` of this process,
-    /// waits up to ``DeviceConfiguration/ownershipTimeout``.
+    /// device owned by another process waits up to ``DeviceConfiguration/ownershipTimeout``;
+    /// one owned by another `Device` of this process fails at once. Missing directories
+    /// above `directory` are created, closed to others (0700).
     ///
     /// - Throws: ``DataProtectionError/Code/storeBusy`` if the directory stayed owned
     ///   by someone else for the whole timeout (the message names the owner's pid);
@@ -75,6 +76,7 @@ public final class Device: Sendable {
         clock: any DeviceClock = SystemClock.shared,
         configuration: DeviceConfiguration = DeviceConfiguration()
     ) throws(DataProtectionError) {
+        try ParentDirectories.create(above: FilePath(directory.path))
         try self.init(directory: FilePath(directory.path), clock: clock, configuration: configuration, fileSystem: PosixFileSystem())
     }
 
@@ -93,6 +95,7 @@ public final class Device: Sendable {
         clock: any DeviceClock = SystemClock.shared,
         configuration: DeviceConfiguration = DeviceConfiguration()
     ) throws(DataProtectionError) {
+        try ParentDirectories.create(above: FilePath(directory.path))
         try self.init(directory: FilePath(directory.path), clock: clock, configuration: configuration,
                       fileSystem: PosixFileSystem(), creatingWithPasscode: passcode)
     }
@@ -224,13 +227,21 @@ public final class Device: Sendable {
     /// When already unlocked, a right passcode changes nothing.
     ///
     /// - Throws: ``DataProtectionError/Code/incorrectPasscode`` (the failure is counted,
-    ///   unless it repeats the previous wrong passcode); ``DataProtectionError/Code/passcodeAttemptsDelayed``
+    ///   unless it repeats the previous wrong passcode; a passcode given to a device without
+    ///   one is refused with this code too, and not counted); ``DataProtectionError/Code/passcodeAttemptsDelayed``
     ///   inside an escalating delay (not counted); ``DataProtectionError/Code/deviceErased`` when
     ///   the failure reaches ``DeviceConfiguration/eraseAfterFailedAttempts``.
     public func unlock(passcode: Passcode?) throws(DataProtectionError) {
         transition.lock()
         defer { transition.unlock() }
         expireDue()
+        if let passcode, passcode.bytes.count > 0, !hasPasscode {
+            // Not an attempt: nothing to guess, and counting it would let a stray passcode
+            // (a script's variable) walk a device without one toward erase-after-N.
+            throw DataProtectionError(
+                .incorrectPasscode, "This device has no passcode, and one was given (not counted as an attempt).",
+                hint: "Unlock without a passcode, or set one first (setPasscode(_:), `dpctl passcode set`).")
+        }
         let keys = try verifyPasscode(passcode?.bytes ?? SecureBytes(count: 0))
         let wasUnlocked = core.withLock { core in
             // Keys still in memory (already unlocked, or inside the grace period) stay
@@ -351,6 +362,20 @@ public final class Device: Sendable {
             guard let key = core.keys.key(slot) else { return nil }
             return try body(key)
         }
+    }
+
+    /// The `protectedDataUnavailable` error for `protectionClass`, saying why its key is not
+    /// in memory now: before the first unlock since boot, locked, or locked past the
+    /// inactivity period.
+    func classUnavailable(_ protectionClass: ProtectionClass) -> DataProtectionError {
+        // The state as recorded, without expiring deadlines here: callers may hold a file's lock,
+        // and an expiry flushes handles.
+        let reason = switch core.withLock({ $0.state }) {
+        case .booted: "the device has not been unlocked since it started"
+        case .locked where protectionClass == .completeWhenUserInactive: "the device has been locked for longer than its inactivity period"
+        case .locked, .unlocked: "the device is locked"
+        }
+        return .unavailable("The \(protectionClass) class key is not available: \(reason).")
     }
 
     /// Whether the class key is in memory and not past its deadline.

@@ -73,10 +73,16 @@ public struct DataProtectionError: Error, Sendable, Hashable, CustomStringConver
     public var description: String { "\(message) (\(code.rawValue))" }
 }
 
-extension DataProtectionError: LocalizedError {
-    /// The message and the code, as ``description``: what `localizedDescription` shows
-    /// (instead of Foundation's "The operation could not be completed").
-    public var errorDescription: String? { description }
+extension DataProtectionError: LocalizedError, CustomDebugStringConvertible {
+    /// The message, the code and the hint: what `localizedDescription` shows (instead of
+    /// Foundation's "The operation could not be completed").
+    public var errorDescription: String? { debugDescription }
+
+    /// `message (code) hint`: what an uncaught error prints, so the hint is never lost.
+    public var debugDescription: String {
+        guard let hint else { return description }
+        return "\(description) \(hint)"
+    }
 
     /// The hint, when there is one.
     public var recoverySuggestion: String? { hint }

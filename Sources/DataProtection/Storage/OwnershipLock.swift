@@ -12,19 +12,31 @@ import Darwin
 ///
 /// An open file description of `<directory>/lock` holding a `flock(LOCK_EX)`.
 /// The kernel releases it when the process ends however it ends, so a crash
-/// never leaves a stale lock; two opens in one process conflict as two
-/// processes do. The owner writes its pid into the file, so that a waiter can
-/// name it. Nothing secret is in the file.
+/// never leaves a stale lock. The owner writes its pid into the file, so that a
+/// waiter can name it. Nothing secret is in the file. A second open in the process
+/// that already owns the directory fails at once (waiting would wait for itself).
 package final class OwnershipLock: Sendable {
     /// The name of the lock file in the device directory.
     package static let fileName = "lock"
 
     let path: FilePath
     private let descriptor: Locked<FileDescriptor?>
+    /// The lock file's device and inode: its entry in ``held``.
+    private let identity: FileIdentity
 
-    private init(path: FilePath, descriptor: FileDescriptor) {
+    /// A lock file by device and inode.
+    private struct FileIdentity: Hashable, Sendable {
+        let device: UInt64
+        let inode: UInt64
+    }
+
+    /// The lock files this process owns now.
+    private static let held = Locked<Set<FileIdentity>>([])
+
+    private init(path: FilePath, descriptor: FileDescriptor, identity: FileIdentity) {
         self.path = path
         self.descriptor = Locked(descriptor)
+        self.identity = identity
     }
 
     deinit { release() }
@@ -47,6 +59,19 @@ package final class OwnershipLock: Sendable {
                 path, .readWrite, options: [.create, .closeOnExec, .noFollow], permissions: [.ownerReadWrite])
         } catch {
             throw PosixFileSystem.error(for: (error as? Errno) ?? .ioError, operation: "open", path: path)
+        }
+        var status = stat()
+        guard fstat(descriptor.rawValue, &status) == 0 else {
+            let failure = Errno(rawValue: errno)
+            try? descriptor.close()
+            throw PosixFileSystem.error(for: failure, operation: "fstat", path: path)
+        }
+        let identity = FileIdentity(device: UInt64(status.st_dev), inode: UInt64(status.st_ino))
+        if held.withLock({ $0.contains(identity) }) {
+            try? descriptor.close()
+            throw DataProtectionError(
+                .storeBusy, "This process already owns the device at \(directory): a Device or ProtectedStore opened on it is still alive.",
+                hint: "Use the store you have, or let the first one go (release every reference to it) before opening it again.")
         }
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: max(timeout, .zero))
@@ -76,7 +101,8 @@ package final class OwnershipLock: Sendable {
             Thread.sleep(forTimeInterval: Double(nap.components.seconds) + Double(nap.components.attoseconds) / 1e18)
             pause = min(pause * 2, .milliseconds(50))
         }
-        let lock = OwnershipLock(path: path, descriptor: descriptor)
+        held.withLock { _ = $0.insert(identity) }
+        let lock = OwnershipLock(path: path, descriptor: descriptor, identity: identity)
         lock.recordOwner()
         return lock
     }
@@ -87,6 +113,7 @@ package final class OwnershipLock: Sendable {
         descriptor.withLock { descriptor in
             guard let open = descriptor else { return }
             descriptor = nil
+            _ = Self.held.withLock { $0.remove(identity) }
             try? open.close()
         }
     }

@@ -6,8 +6,9 @@ import Foundation
 /// Write code against this protocol and it runs the same on both: every operation
 /// follows the class rules of the device that owns the store.
 public protocol ProtectedFileSystem: Sendable {
-    /// A handle on an open file.
-    associatedtype FileHandle: ProtectedFileHandling
+    /// A handle on an open file: ``ProtectedFileHandle`` in process, `AgentFileHandle` through
+    /// an agent. (Named so as not to hide Foundation's `FileHandle` in conforming code.)
+    associatedtype Handle: ProtectedFileHandling
 
     /// Writes `data` to the file at `path`, atomically (see ``ProtectedStore/write(_:to:protection:options:)``).
     func write(_ data: Data, to path: String, protection: ProtectionChoice, options: Data.WritingOptions) throws(DataProtectionError)
@@ -32,7 +33,7 @@ public protocol ProtectedFileSystem: Sendable {
     /// Changes the class of a file (re-encrypting it) or a directory (for new entries).
     func setProtectionClass(_ protectionClass: ProtectionClass, ofItemAtPath path: String) throws(DataProtectionError)
     /// Opens a handle on the file at `path` (creating it with `create`).
-    func openFile(atPath path: String, mode: ProtectedFileHandle.Mode, create: Bool, protection: ProtectionChoice) throws(DataProtectionError) -> FileHandle
+    func openFile(atPath path: String, mode: ProtectedFileHandle.Mode, create: Bool, protection: ProtectionChoice) throws(DataProtectionError) -> Handle
 }
 
 extension ProtectedFileSystem {
@@ -47,17 +48,17 @@ extension ProtectedFileSystem {
     }
 
     /// A handle for reading (Foundation's `FileHandle(forReadingAtPath:)`).
-    public func fileHandle(forReadingAtPath path: String) throws(DataProtectionError) -> FileHandle {
+    public func fileHandle(forReadingAtPath path: String) throws(DataProtectionError) -> Handle {
         try openFile(atPath: path, mode: .read, create: false, protection: .inherited)
     }
 
     /// A handle for writing, at offset 0, without truncating.
-    public func fileHandle(forWritingAtPath path: String) throws(DataProtectionError) -> FileHandle {
+    public func fileHandle(forWritingAtPath path: String) throws(DataProtectionError) -> Handle {
         try openFile(atPath: path, mode: .write, create: false, protection: .inherited)
     }
 
     /// A handle for reading and writing.
-    public func fileHandle(forUpdatingAtPath path: String) throws(DataProtectionError) -> FileHandle {
+    public func fileHandle(forUpdatingAtPath path: String) throws(DataProtectionError) -> Handle {
         try openFile(atPath: path, mode: .update, create: false, protection: .inherited)
     }
 }

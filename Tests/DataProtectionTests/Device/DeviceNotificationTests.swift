@@ -150,17 +150,17 @@ struct DeviceNotificationTests {
             let stream = device.notifications()
             let recorder = DeviceEventRecorder(device)
             device.lock()                               // will
-            try device.unlock(passcode: "1234")         // did
-            try device.unlock(passcode: "1234")         // nothing: already unlocked
+            try await device.unlock(passcode: "1234")         // did
+            try await device.unlock(passcode: "1234")         // nothing: already unlocked
             try device.reboot()                         // nothing
             device.lock()                               // nothing: booted
-            try device.unlock(passcode: "1234")         // did
+            try await device.unlock(passcode: "1234")         // did
             try device.crash()                          // nothing
-            try device.unlock(passcode: "1234")         // did
+            try await device.unlock(passcode: "1234")         // did
             device.lock()                               // will
             device.lock()                               // nothing: locked
             try device.erase()                          // nothing
-            try device.unlock()                         // did
+            try await device.unlock()                         // did
             let expected: [DeviceNotification] = [
                 .protectedDataWillBecomeUnavailable, .protectedDataDidBecomeAvailable,
                 .protectedDataDidBecomeAvailable, .protectedDataDidBecomeAvailable,
@@ -183,7 +183,7 @@ struct DeviceNotificationTests {
             let first = fixture.device.notifications()
             let second = fixture.device.notifications()
             fixture.device.lock()
-            try fixture.device.unlock(passcode: "1234")
+            try await fixture.device.unlock(passcode: "1234")
             for stream in [first, second] {
                 var iterator = stream.makeAsyncIterator()
                 #expect(await iterator.next() == .protectedDataWillBecomeUnavailable)

@@ -11,7 +11,7 @@ struct ConcurrencyTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try ProtectedStore(directory: directory, clock: VirtualClock(),
                                        configuration: DeviceConfiguration(passcodeCost: .minimal))
-        try store.device.unlock()
+        try await store.device.unlock()
         let shared = try store.openFile(atPath: "shared.bin", create: true, protection: .complete)
         let workers = 8, rounds = 20, slot = 20_000
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -48,7 +48,7 @@ struct ConcurrencyTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try ProtectedStore(directory: directory, clock: VirtualClock(),
                                        configuration: DeviceConfiguration(passcodeCost: .minimal))
-        try store.device.unlock()
+        try await store.device.unlock()
         let handle = try store.openFile(atPath: "log", mode: .update, create: true, protection: .complete)
         let acknowledged = Acknowledged()
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -61,7 +61,7 @@ struct ConcurrencyTests {
                         await Task.yield()
                     }
                     store.device.lock()
-                    try store.device.unlock()
+                    try await store.device.unlock()
                 }
                 acknowledged.togglerDone = true
             }
@@ -86,7 +86,7 @@ struct ConcurrencyTests {
             try await group.waitForAll()
         }
         try handle.close()
-        let contents = try store.contents(atPath: "log")
+        let contents = try await store.contents(atPath: "log")
         for (offset, byte) in acknowledged.all {
             #expect(contents.subdata(in: Int(offset)..<Int(offset) + 8) == Data(repeating: byte, count: 8))
         }

@@ -18,7 +18,7 @@ import Testing
         let store = try makeStore()
         let lines = (0..<5000).map { "line \($0) " + String(repeating: "x", count: $0 % 97) }
         let text = lines.joined(separator: "\n") + "\r\nlast"
-        try store.write(Data(text.utf8), to: "Documents/lines.txt")
+        try await store.write(Data(text.utf8), to: "Documents/lines.txt")
         var joined = Data()
         for try await piece in store.chunks(atPath: "Documents/lines.txt", chunkSize: 7777) {
             #expect(piece.count <= 7777)
@@ -40,7 +40,7 @@ import Testing
             continuation.finish()
         }
         try await store.write(contentsOf: stream, to: "tmp/streamed.bin", protection: .complete)
-        #expect(try store.contents(atPath: "tmp/streamed.bin") == pieces.reduce(Data(), +))
+        #expect(try await store.contents(atPath: "tmp/streamed.bin") == pieces.reduce(Data(), +))
         #expect(try store.attributesOfItem(atPath: "tmp/streamed.bin").protectionClass == .complete)
     }
 
@@ -48,7 +48,7 @@ import Testing
     func streamingStopsAtLock() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try makeStore()
-        try store.write(Data(count: 200_000), to: "a.bin", protection: .complete)
+        try await store.write(Data(count: 200_000), to: "a.bin", protection: .complete)
         var iterator = store.chunks(atPath: "a.bin", chunkSize: 50_000).makeAsyncIterator()
         #expect(try await iterator.next()?.count == 50_000)
         store.device.lock()

@@ -39,11 +39,11 @@ struct KeyHygieneTests {
         var whole = Random.bytes(count: 96 * 1024)
         windows += recordWindows(of: whole, label: "whole-file")
         let wholeHash = Self.digest(whole)
-        try store.write(whole, to: "Documents/whole.bin", protection: ProtectionChoice(protection))
-        try store.write(whole[1000...], to: "Documents/slice.bin", protection: ProtectionChoice(protection))
+        try await store.write(whole, to: "Documents/whole.bin", protection: ProtectionChoice(protection))
+        try await store.write(whole[1000...], to: "Documents/slice.bin", protection: ProtectionChoice(protection))
         Memory.wipe(&whole)
 
-        var back = try store.contents(atPath: "Documents/whole.bin")
+        var back = try await store.contents(atPath: "Documents/whole.bin")
         #expect(Self.digest(back) == wholeHash)
         Memory.wipe(&back)
         for try await piece in store.chunks(atPath: "Documents/whole.bin", chunkSize: 8192) {
@@ -127,8 +127,8 @@ struct KeyHygieneTests {
             let clock = VirtualClock()
             let store = try ProtectedStore(directory: root, clock: clock, configuration: .testing(grace: .seconds(10)))
             let (secrets, handle) = try await SecretRecorder.recording { () async throws -> ([SecretRecorder.Secret], ProtectedFileHandle) in
-                try store.device.unlock()
-                try store.device.setPasscode("1234")
+                try await store.device.unlock()
+                try await store.device.setPasscode("1234")
                 let (windows, handle) = try await Self.exercise(store, protection: .complete)
                 let keys = SecretRecorder.recorded.filter { Self.classAKeys.contains($0.label) || Self.fileKeys.contains($0.label) }
                 return (keys + windows, handle)
@@ -175,8 +175,8 @@ struct KeyHygieneTests {
             let clock = VirtualClock()
             let store = try ProtectedStore(directory: root, clock: clock, configuration: .testing(grace: .seconds(10)))
             let secrets = try await SecretRecorder.recording { () async throws -> [SecretRecorder.Secret] in
-                try store.device.unlock()
-                try store.device.setPasscode("1234")
+                try await store.device.unlock()
+                try await store.device.setPasscode("1234")
                 var windows: [SecretRecorder.Secret] = []
                 // 400 lines of 100 printable characters, read back line by line.
                 let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789".utf8)
@@ -188,7 +188,7 @@ struct KeyHygieneTests {
                 }
                 Memory.wipe(&random)
                 windows += Self.recordWindows(of: text, label: "lines")
-                try store.write(text, to: "Documents/lines.txt", protection: .complete)
+                try await store.write(text, to: "Documents/lines.txt", protection: .complete)
                 Memory.wipe(&text)
                 var count = 0
                 for try await line in store.lines(atPath: "Documents/lines.txt") {
@@ -256,8 +256,8 @@ struct KeyHygieneTests {
         try await withScratchDirectory { root in
             let store = try ProtectedStore(directory: root, clock: VirtualClock(), configuration: .testing())
             let secrets = try await SecretRecorder.recording { () async throws -> [SecretRecorder.Secret] in
-                try store.device.unlock()
-                try store.device.setPasscode("1234")
+                try await store.device.unlock()
+                try await store.device.setPasscode("1234")
                 let (windows, _) = try await Self.exercise(store, protection: .completeUntilFirstUserAuthentication)
                 let keys = SecretRecorder.recorded.filter {
                     $0.label == "class key completeUntilFirstUserAuthentication" || Self.fileKeys.contains($0.label)

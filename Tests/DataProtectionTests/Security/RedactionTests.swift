@@ -24,10 +24,10 @@ struct RedactionTests {
                     }
                 }
                 let store = try ProtectedStore(directory: root, clock: clock, configuration: .testing(grace: .zero))
-                try store.device.unlock()
-                try store.device.setPasscode("1234")
+                try await store.device.unlock()
+                try await store.device.setPasscode("1234")
                 for protection in ProtectionClass.allCases {
-                    try store.write(Data("x".utf8), to: "Documents/\(protection.rawValue)", protection: ProtectionChoice(protection))
+                    try await store.write(Data("x".utf8), to: "Documents/\(protection.rawValue)", protection: ProtectionChoice(protection))
                 }
                 let handle = try store.openFile(atPath: "Documents/open", create: true, protection: .complete)
                 try handle.write(contentsOf: Data("y".utf8))
@@ -37,7 +37,7 @@ struct RedactionTests {
                 collect { _ = try store.contents(atPath: "Documents/complete") }
                 collect { try store.write(Data(), to: "Documents/new", protection: .complete) }
                 collect { try store.device.unlock(passcode: "0001") }
-                try store.device.unlock(passcode: "1234")
+                try await store.device.unlock(passcode: "1234")
                 // Tamper with a file: flip a byte of its first chunk record.
                 let files = root.appendingPathComponent("files")
                 for name in try FileManager.default.contentsOfDirectory(atPath: files.path) where name != "dpdir" && !name.hasPrefix(".") {

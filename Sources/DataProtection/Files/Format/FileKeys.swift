@@ -77,7 +77,7 @@ package final class FileKeys: Sendable {
         guard let wrapped = try device.withClassKey(for: header.protectionClass, { classKey throws(DataProtectionError) in
             try Self.seal(fileKey, with: classKey, header: snapshot)
         }) else {
-            throw .unavailable("The \(header.protectionClass) class key is not available: the device is locked.")
+            throw device.classUnavailable(header.protectionClass)
         }
         header.wrappedKey = wrapped
     }
@@ -98,13 +98,13 @@ package final class FileKeys: Sendable {
                 return try open(header, with: wrappingKey)
             } ?? nil
             if fileKey == nil, !device.hasClassKey(for: .completeUnlessOpen) {
-                throw .unavailable("The completeUnlessOpen class key is not available: the device is locked.")
+                throw device.classUnavailable(.completeUnlessOpen)
             }
         } else {
             guard let unwrapped = try device.withClassKey(for: header.protectionClass, { classKey throws(DataProtectionError) in
                 try open(header, with: classKey)
             }) else {
-                throw .unavailable("The \(header.protectionClass) class key is not available: the device is locked.")
+                throw device.classUnavailable(header.protectionClass)
             }
             fileKey = unwrapped
         }

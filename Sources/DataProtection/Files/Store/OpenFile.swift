@@ -273,7 +273,7 @@ final class OpenFile: @unchecked Sendable {
             return keys  // class B keeps its file key while the file is open
         }
         guard device.hasClassKey(for: header.protectionClass) else {
-            throw .unavailable("The \(header.protectionClass) class key is not available: the device is locked.")
+            throw device.classUnavailable(header.protectionClass)
         }
         if let keys { return keys }
         let written = disk.writtenHeader  // as in its slot (a pending chain's length is not)

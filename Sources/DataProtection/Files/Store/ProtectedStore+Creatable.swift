@@ -20,7 +20,7 @@ extension ProtectedStore {
             case .missing:
                 let protectionClass = protection ?? metadata.protectionClass ?? .default
                 guard protectionClass == .completeUnlessOpen || device.hasClassKey(for: protectionClass) else {
-                    throw .unavailable("The \(protectionClass) class key is not available: the device is locked.")
+                    throw device.classUnavailable(protectionClass)
                 }
                 return
             }

@@ -84,6 +84,8 @@ public final class ProtectedStore: Sendable {
         clock: any DeviceClock = SystemClock.shared,
         configuration: DeviceConfiguration = DeviceConfiguration()
     ) throws(DataProtectionError) {
+        try ParentDirectories.create(above: FilePath(directory.path))
+        try ParentDirectories.create(above: FilePath(deviceDirectory.path))
         let device = try Device(directory: FilePath(deviceDirectory.path), clock: clock,
                                 configuration: configuration, fileSystem: PosixFileSystem())
         try self.init(directory: directory, device: device)
@@ -100,6 +102,8 @@ public final class ProtectedStore: Sendable {
         clock: any DeviceClock = SystemClock.shared,
         configuration: DeviceConfiguration = DeviceConfiguration()
     ) throws(DataProtectionError) {
+        try ParentDirectories.create(above: FilePath(directory.path))
+        try ParentDirectories.create(above: FilePath(deviceDirectory.path))
         let device = try Device(directory: FilePath(deviceDirectory.path), clock: clock, configuration: configuration,
                                 fileSystem: PosixFileSystem(), creatingWithPasscode: passcode)
         try self.init(directory: directory, device: device)
@@ -123,6 +127,7 @@ public final class ProtectedStore: Sendable {
         clock: any DeviceClock = SystemClock.shared,
         configuration: DeviceConfiguration = DeviceConfiguration()
     ) throws(DataProtectionError) {
+        try ParentDirectories.create(above: FilePath(directory.path))
         try self.init(directory: directory, clock: clock, configuration: configuration, fileSystem: PosixFileSystem())
     }
 
@@ -148,6 +153,7 @@ public final class ProtectedStore: Sendable {
         configuration: DeviceConfiguration = DeviceConfiguration()
     ) throws(DataProtectionError) {
         let fileSystem = PosixFileSystem()
+        try ParentDirectories.create(above: FilePath(directory.path))
         try fileSystem.createDirectory(at: FilePath(directory.path))
         let device = try Device(directory: FilePath(directory.appendingPathComponent("device").path), clock: clock,
                                 configuration: configuration, fileSystem: fileSystem, creatingWithPasscode: passcode)

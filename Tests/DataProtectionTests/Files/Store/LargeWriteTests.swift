@@ -126,7 +126,7 @@ import Testing
         var iterator = pieces.makeIterator()
         try store.write(to: "put", from: { iterator.next() })
         let whole = pieces.reduce(Data(), +)
-        #expect(try store.contents(atPath: "put") == whole)
+        #expect(try await store.contents(atPath: "put") == whole)
         var streamed = Data()
         for try await piece in store.chunks(atPath: "put", chunkSize: 100_000) { streamed.append(piece) }
         #expect(streamed == whole)
