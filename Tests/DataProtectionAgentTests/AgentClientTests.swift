@@ -321,3 +321,50 @@ final class Locked<Value>: @unchecked Sendable {
         return body(&value)
     }
 }
+
+/// Finding a store's agent from Swift, as dpctl finds it.
+@Suite("Agent for a store")
+struct AgentForStoreTests {
+    @Test("AgentStore(forStoreAt:) reaches the agent at the store's socket, DPCTL_AGENT_SOCKET included, or says there is none")
+    func findsTheAgentOfAStore() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("agent-for-store-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let data = root.appendingPathComponent("data")
+        let deviceDirectory = root.appendingPathComponent("device")
+        let runtime = root.appendingPathComponent("run")
+        try FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let store = try ProtectedStore(creatingAt: data, deviceDirectory: deviceDirectory, passcode: "1234",
+                                       configuration: DeviceConfiguration(passcodeCost: .minimal))
+        let environment = ["XDG_RUNTIME_DIR": runtime.path]
+
+        do {
+            _ = try AgentStore(forStoreAt: data, deviceDirectory: deviceDirectory, environment: environment)
+            Issue.record("connected with no agent running")
+        } catch {
+            #expect(error.code == .fileNotFound)
+            #expect(error.hint?.contains("dpctl agent start") == true, "\(error)")
+        }
+        do {
+            _ = try AgentSocketLocation.path(forStoreAt: root.appendingPathComponent("nothing"), environment: environment)
+            Issue.record("a socket for no store")
+        } catch {
+            #expect(error.code == .fileNotFound)
+        }
+
+        let socket = try AgentSocketLocation.path(forStoreAt: data, deviceDirectory: deviceDirectory, environment: environment)
+        #expect(socket.hasPrefix(runtime.path + "/dpctl/"))
+        let server = try AgentServer(store: store, socketPath: socket)
+        Thread.detachNewThread { server.run() }
+        defer {
+            server.stop()
+            while FileManager.default.fileExists(atPath: socket) { Thread.sleep(forTimeInterval: 0.01) }
+        }
+        let client = try AgentStore(forStoreAt: data, deviceDirectory: deviceDirectory, environment: environment)
+        #expect(client.socketPath == socket)
+        #expect(try client.status().state == .booted)
+
+        let elsewhere = try AgentStore(forStoreAt: root.appendingPathComponent("nothing"),
+                                       environment: environment.merging(["DPCTL_AGENT_SOCKET": socket]) { $1 })
+        #expect(elsewhere.agentProcessIdentifier == getpid())
+    }
+}

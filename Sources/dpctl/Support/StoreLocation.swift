@@ -19,9 +19,9 @@ struct StoreLocation {
     /// Where the store's agent listens: `$DPCTL_AGENT_SOCKET` if set, else
     /// `$XDG_RUNTIME_DIR/dpctl/<store id>.sock`, else `agent.sock` in the device directory.
     var agentSocket: String {
-        if let socket = ProcessInfo.processInfo.environment["DPCTL_AGENT_SOCKET"], !socket.isEmpty { return socket }
-        let identifier = combined ? nil : (try? ProtectedStore.identifier(ofDataDirectory: data)) ?? nil
-        return AgentSocketLocation.path(deviceDirectory: device, storeIdentifier: identifier)
+        // The library's rule (AgentStore(forStoreAt:) finds agents the same way).
+        (try? AgentSocketLocation.path(forStoreAt: data, deviceDirectory: combined ? nil : device))
+            ?? AgentSocketLocation.path(deviceDirectory: device, storeIdentifier: nil)
     }
 
     /// The device directory named by `--device` or `$DPCTL_DEVICE`, if any.
@@ -35,10 +35,7 @@ struct StoreLocation {
 
     /// `$XDG_STATE_HOME/dpctl/<id>`, else `~/.local/state/dpctl/<id>`.
     static func defaultDevice(identifier: String) -> URL {
-        let environment = ProcessInfo.processInfo.environment
-        let state = environment["XDG_STATE_HOME"].flatMap { $0.hasPrefix("/") ? URL(fileURLWithPath: $0) : nil }
-            ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".local/state")
-        return state.appendingPathComponent("dpctl").appendingPathComponent(identifier)
+        AgentSocketLocation.defaultDeviceDirectory(storeIdentifier: identifier)
     }
 
     /// The existing store of `options`; `nil` if there is none at the store directory.
