@@ -484,6 +484,118 @@ def attempts_vectors():
         zero[:50] + derive(k_counter(uid), LABEL_COUNTER, zero[:50]))
 
 
+# --- key-hierarchy.md, "uid and effaceable" (§5.3) ----------------------------------
+
+UID_LEN = 37
+EFFACEABLE_V1_LEN = 37
+EFFACEABLE_V2_LEN = 69
+EMPTY = bytes(32)
+
+
+def uid_file(uid, magic=b"DPUK", version=1):
+    return magic + bytes([version]) + uid
+
+
+def effaceable_file(slots, magic=b"DPEF", version=2):
+    return magic + bytes([version]) + b"".join(slots)
+
+
+def slot_field(key):
+    return "empty" if key is None or key == EMPTY else key.hex()
+
+
+def device_vector(name, expect, description, payload, fields):
+    vector("device/" + name, [("expect", expect), ("description", description)] + fields, payload)
+
+
+def device_vectors():
+    """The device files with a byte layout besides the keybag and the counter: `uid`, and
+    `effaceable` in both versions, each beside a keybag that opens (or not) under its slots."""
+    dev = Device("device files")
+    uid, e0, e1 = dev.uid, dev.effaceable, fixed("device files/effaceable 2")
+    body = dev.body(NO_PASSCODE, b"")
+    keybag_under = {key: seal_file(k_seal(uid, key), dev.nonce("seal under " + key.hex()[:8]), body) for key in (e0, e1)}
+    metadata = ("key-metadata", dev.keys[6].hex())
+
+    def effaceable_ok(name, description, payload, slots, sealed_under, after_boot):
+        """Boot opens the keybag under a slot (§8.3 step 5) and empties the other: `after-boot`."""
+        device_vector(name, "success", description, payload, [
+            ("file", "effaceable"), ("uid", uid.hex()), ("keybag", keybag_under[sealed_under].hex()),
+            ("slot-0", slot_field(slots[0])), ("slot-1", slot_field(slots[1])),
+            ("after-boot", after_boot.hex()), metadata])
+
+    v2 = effaceable_file([e0, EMPTY])
+    effaceable_ok("effaceable_v2", "version 2, the key in slot 0, slot 1 empty: as a device is created",
+                  v2, [e0, None], e0, v2)
+    rotated = effaceable_file([EMPTY, e1])
+    effaceable_ok("effaceable_v2_slot_1", "version 2 after one rotation: the key in slot 1, slot 0 empty",
+                  rotated, [None, e1], e1, rotated)
+    both = effaceable_file([e0, e1])
+    effaceable_ok("effaceable_v2_rotation_old_keybag", "both slots full, the keybag sealed under slot 0: a rotation "
+                  "cut before its new keybag (§8.6 step 4); boot empties slot 1", both, [e0, e1], e0, v2)
+    effaceable_ok("effaceable_v2_rotation_new_keybag", "both slots full, the keybag sealed under slot 1: a rotation "
+                  "cut after its new keybag (§8.6 step 5); boot empties slot 0", both, [e0, e1], e1, rotated)
+    v1 = effaceable_file([e0], version=1)
+    effaceable_ok("effaceable_v1", "version 1 (37 bytes, one slot): read as slot 0, slot 1 empty; boot leaves it as "
+                  "it is", v1, [e0, None], e0, v1)
+    effaceable_ok("effaceable_v1_69_bytes", "69 bytes with version 1: a first rotation whose header rewrite a power "
+                  "cut lost while its slot 1 reached the disk; read as version 2 (the keybag sealed under slot 1, "
+                  "so boot empties slot 0)", effaceable_file([e0, e1], version=1), [e0, e1], e1,
+                  effaceable_file([EMPTY, e1]))
+    short_v2 = effaceable_file([e0], version=2)
+    effaceable_ok("effaceable_v2_37_bytes", "37 bytes with version 2: the extension of a version-1 file that a power "
+                  "cut lost; slot 0 alone", short_v2, [e0, None], e0, short_v2)
+    device_vector("effaceable_v2_erased", "success", "version 2, both slots empty: an erased device, which boot "
+                  "creates afresh (a new key, keybag and counter; the UID kept)", effaceable_file([EMPTY, EMPTY]),
+                  [("file", "effaceable"), ("uid", uid.hex()), ("keybag", keybag_under[e0].hex()),
+                   ("slot-0", "empty"), ("slot-1", "empty")])
+
+    def effaceable_bad(name, description, payload, fails_at, sealed_under=e0):
+        device_vector(name, "integrityFailure", description, payload, [
+            ("file", "effaceable"), ("uid", uid.hex()), ("keybag", keybag_under[sealed_under].hex()),
+            ("fails-at", fails_at)])
+
+    effaceable_bad("effaceable_wrong_magic", "version 2 with the magic \"DPEX\"",
+                   effaceable_file([e0, EMPTY], magic=b"DPEX"), "parse")
+    effaceable_bad("effaceable_version_0", "69 bytes with version 0", effaceable_file([e0, EMPTY], version=0), "parse")
+    effaceable_bad("effaceable_version_3", "69 bytes with version 3 (a later version is refused, not guessed)",
+                   effaceable_file([e0, EMPTY], version=3), "parse")
+    effaceable_bad("effaceable_v1_version_3", "37 bytes with version 3", effaceable_file([e0], version=3), "parse")
+    effaceable_bad("effaceable_36_bytes", "version 1 cut to 36 bytes", v1[:-1], "parse")
+    effaceable_bad("effaceable_38_bytes", "version 1 with a byte more", v1 + b"\x00", "parse")
+    effaceable_bad("effaceable_68_bytes", "version 2 cut to 68 bytes", v2[:-1], "parse")
+    effaceable_bad("effaceable_70_bytes", "version 2 with a byte more", v2 + b"\x00", "parse")
+    effaceable_bad("effaceable_empty_file", "an empty file", b"", "parse")
+    effaceable_bad("effaceable_v1_empty_slot", "37 bytes (version 1) whose only slot is empty: damage, never an "
+                   "erased device", effaceable_file([EMPTY], version=1), "parse")
+    effaceable_bad("effaceable_v2_37_bytes_empty_slot", "37 bytes with version 2 and an empty slot 0",
+                   effaceable_file([EMPTY], version=2), "parse")
+    effaceable_bad("effaceable_v2_foreign_keys", "version 2, both slots full, the keybag sealed under neither: "
+                   "it does not open (§8.3 step 5)", effaceable_file([fixed("device files/foreign 0"),
+                                                                     fixed("device files/foreign 1")]), "boot")
+    effaceable_bad("effaceable_v2_slot_0_of_other_keybag", "version 2, slot 1 empty, slot 0 the key of another "
+                   "keybag: the keybag sealed under a key the file does not hold", rotated[:5] + e1 + EMPTY, "boot")
+
+    good_effaceable = ("effaceable-file", v2.hex())
+
+    def uid_vector(name, expect, description, payload, fails_at=None):
+        fields = [("file", "uid"), good_effaceable, ("keybag", keybag_under[e0].hex())]
+        fields += [("key", uid.hex()), metadata, ("after-boot", v2.hex())] if expect == "success" else [("fails-at", fails_at)]
+        device_vector(name, expect, description, payload, fields)
+
+    good_uid = uid_file(uid)
+    assert len(good_uid) == UID_LEN
+    uid_vector("uid", "success", "the device key file: \"DPUK\" || 0x01 || UID", good_uid)
+    uid_vector("uid_36_bytes", "integrityFailure", "cut to 36 bytes", good_uid[:-1], "parse")
+    uid_vector("uid_38_bytes", "integrityFailure", "a byte more", good_uid + b"\x00", "parse")
+    uid_vector("uid_empty_file", "integrityFailure", "an empty file", b"", "parse")
+    uid_vector("uid_wrong_magic", "integrityFailure", "the magic \"DPUX\"", uid_file(uid, magic=b"DPUX"), "parse")
+    uid_vector("uid_version_0", "integrityFailure", "version 0", uid_file(uid, version=0), "parse")
+    uid_vector("uid_version_2", "integrityFailure", "version 2 (only version 1 exists)", uid_file(uid, version=2), "parse")
+    uid_vector("uid_of_another_device", "integrityFailure", "a sound uid file of another device: the keybag does not "
+               "open under it", uid_file(Device("another device").uid), "boot")
+
+
 # --- main --------------------------------------------------------------------------
 
 def main():
@@ -493,6 +605,7 @@ def main():
         sys.exit("usage: generate.py [--check]")
     keybag_vectors()
     attempts_vectors()
+    device_vectors()
     stale = []
     for relative, content in sorted(VECTORS.items()):
         path = os.path.join(here, relative)
@@ -510,7 +623,7 @@ def main():
             with open(path, "wb") as out:
                 out.write(content)
     expected = set(VECTORS)
-    for folder in (here, os.path.join(here, "attempts")):
+    for folder in (here, os.path.join(here, "attempts"), os.path.join(here, "device")):
         for entry in os.listdir(folder) if os.path.isdir(folder) else []:
             relative = os.path.relpath(os.path.join(folder, entry), here)
             if os.path.isfile(os.path.join(folder, entry)) and "." not in entry and relative not in expected:

@@ -7,7 +7,7 @@ shares no code with the Swift sources). The libsodium primitives and the
 deterministic inputs come from generate.py, the key-hierarchy generator,
 which is itself written from key-hierarchy.md.
 
-    python3 Keys/vectors/generate_files.py           # (re)writes files/, names/ and places/
+    python3 Keys/vectors/generate_files.py           # (re)writes files/, journals/, names/, places/, identity/
     python3 Keys/vectors/generate_files.py --check   # fails if a vector on disk differs
 
 Every key, nonce and plaintext is derived from a fixed name, so running the
@@ -608,6 +608,13 @@ def journal_ok(name, description, f, payload, journal_file, content):
     vector("journals/" + name, fields, payload)
 
 
+def journal_bad(name, description, f, payload, journal_file):
+    fields = [("expect", "integrityFailure"), ("description", description), ("class", f.cls_name)]
+    fields += key_fields(f.cls_name, f.keys)
+    fields += [("journal", journal_file.hex())]
+    vector("journals/" + name, fields, payload)
+
+
 def journal_vectors():
     """A file of 16,385 bytes (generation 1, slot 0) with a journal beside it: what a reader
     makes of it (§9.2), through recovery, as the plaintext it then reads."""
@@ -654,6 +661,24 @@ def journal_vectors():
                "fails: ignored", f, image, flip(v2, record_at + 24 + 100), old)
     journal_ok("version_1", "a version-1 journal (no sequence number): redone, a chain of one", f, image,
                journal(f, 1, 1, len(after1), 2, [(0, f.record(0, first))], version=1), after1)
+
+    # The entry bound (§9.1): 256 entries apply; an authentic journal with 257 is one no writer
+    # makes (only the file key makes one), refused when it applies; a torn or stale one is ignored.
+    def many(count, base=1):
+        """`count` entries: record 0 holds one byte, every other record is empty (40 bytes, it opens)."""
+        entries = [(0, f.record(0, b"\x2a"))] + [(i, f.record(i, b"")) for i in range(1, count)]
+        return journal(f, base, 1, 1, count, entries)
+
+    journal_ok("entries_256", "a journal of 256 entries, the most one holds (length 1, 256 records allocated; "
+               "record 0 holds one byte, the others are empty): redone", f, image, many(256), b"\x2a")
+    j257 = many(257)
+    journal_bad("entries_257", "an authentic journal of 257 entries on the header it was written against: more "
+                "than a journal holds, so it was made with the file key by something other than a writer "
+                "(tampering, or a bug): refused, nothing written", f, image, j257)
+    journal_ok("entries_257_torn", "the journal of 257 entries with one bit of its MAC flipped: torn, ignored",
+               f, image, flip(j257, len(j257) - 1), old)
+    journal_ok("entries_257_stale", "an authentic journal of 257 entries on generation 5 beside a file at "
+               "generation 1: stale, ignored unapplied", f, image, many(257, base=5), old)
 
 
 # --- file-format.md, "Names" and "Directories" -----------------------------------
@@ -927,6 +952,40 @@ def place_vectors():
          "place", tag(file_id, root_place) * 2, here, False)
 
 
+# --- file-format.md, "The store's identity" (§11.3) ------------------------------------------
+
+IDENTITY_LEN = 21
+LAYOUT = 2
+
+
+def identity_file(store_id, layout=LAYOUT, magic=b"DPST"):
+    """`.dpstore` and `store-id` (the same 21 bytes): "DPST" || layout || store id."""
+    return magic + bytes([layout]) + store_id
+
+
+def identity_vectors():
+    store_id = fixed("store identity", 16)
+
+    def emit(name, expect, description, payload, layout=None):
+        fields = [("expect", expect), ("description", description)]
+        if expect == "success":
+            fields += [("layout", str(layout)), ("store-id", store_id.hex())]
+        vector("identity/" + name, fields, payload)
+
+    good = identity_file(store_id)
+    assert len(good) == IDENTITY_LEN
+    emit("layout_2", "success", "a store of layout 2 (places): as this version writes it", good, 2)
+    emit("layout_1", "success", "a store of layout 1 (before places), still read", identity_file(store_id, 1), 1)
+    emit("layout_3", "integrityFailure", "layout 3: from a later version, refused rather than guessed",
+         identity_file(store_id, 3))
+    emit("layout_255", "integrityFailure", "layout 255", identity_file(store_id, 255))
+    emit("layout_0", "integrityFailure", "layout 0: no such layout", identity_file(store_id, 0))
+    emit("wrong_magic", "integrityFailure", "the magic \"DPSX\"", identity_file(store_id, magic=b"DPSX"))
+    emit("truncated", "integrityFailure", "20 bytes", good[:-1])
+    emit("extended", "integrityFailure", "22 bytes", good + b"\x00")
+    emit("empty_file", "integrityFailure", "an empty file", b"")
+
+
 # --- main --------------------------------------------------------------------------
 
 def main():
@@ -938,6 +997,7 @@ def main():
     journal_vectors()
     name_vectors()
     place_vectors()
+    identity_vectors()
     stale = []
     for relative, content in sorted(VECTORS.items()):
         path = os.path.join(here, relative)
@@ -954,7 +1014,7 @@ def main():
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "wb") as out:
                 out.write(content)
-    for folder in ("files", "journals", "names", "places"):
+    for folder in ("files", "journals", "names", "places", "identity"):
         directory = os.path.join(here, folder)
         for entry in os.listdir(directory) if os.path.isdir(directory) else []:
             relative = folder + "/" + entry

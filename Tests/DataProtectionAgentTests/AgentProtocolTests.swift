@@ -365,3 +365,130 @@ extension AgentResponse {
         return false
     }
 }
+
+// MARK: - What agent-protocol.md states about descriptors, UTF-8, pieces and acknowledgments
+
+extension AgentProtocolTests {
+    @Test("a request whose descriptor is required, sent without one: invalidArgument, nothing done, the connection goes on")
+    func requiredDescriptorMissing() throws {
+        try withAgent { agent in
+            try agent.device.unlock(passcode: "1234")
+            let socket = try Self.rawConnection(agent)
+            defer { socket.close() }
+            for request in [AgentRequest.writeFile(path: "piecewise", protection: nil, exclusive: false, source: .pieces),
+                            .writeFile(path: "raw", protection: nil, exclusive: false, source: .descriptor),
+                            .sqlStream(path: "s.db", create: true, protection: nil, keepGoing: false)] {
+                try socket.send(Self.frame(request.encoded()))
+                guard case .failure(let error) = try Self.response(on: socket) else {
+                    Issue.record("no failure for \(request)")
+                    continue
+                }
+                #expect(error.code == .invalidArgument, "\(error)")
+                try socket.send(Self.frame(AgentRequest.status.encoded()))
+                #expect(try Self.response(on: socket).isOK, "the connection goes on after \(request)")
+            }
+            #expect(try agent.store.contentsOfDirectory(atPath: "/").isEmpty, "nothing written, no database opened")
+        }
+    }
+
+    @Test("statements that are not UTF-8: a violation in sql; in sqlStream invalidArgument, even with keep going, after the batches before")
+    func statementsNotUTF8() throws {
+        try withAgent { agent in
+            try agent.device.unlock(passcode: "1234")
+            // sql: the statements are a field of the frame.
+            let socket = try Self.rawConnection(agent)
+            defer { socket.close() }
+            var payload: [UInt8] = [30, 0, 0, 0, 4] + Array("x.db".utf8) + [1, 0]
+            let statements: [UInt8] = Array("CREATE TABLE t(v);".utf8) + [0xFF]
+            payload += withUnsafeBytes(of: UInt32(statements.count).bigEndian) { Array($0) } + statements
+            try socket.send(Self.frame(payload))
+            #expect(try Self.closedByAgent(socket))
+            #expect(!agent.store.fileExists(atPath: "x.db"))
+            // sqlStream: the first piece's batch runs and is acknowledged; the second fails, unacknowledged; the third is not read.
+            let pieces = [Array("CREATE TABLE u(v);\n".utf8), Array("INSERT INTO u VALUES ('".utf8) + [0xFF] + Array("');\n".utf8),
+                          Array("CREATE TABLE w(v);\n".utf8)]
+            let (events, response) = try Self.stream(agent, pieces: pieces, keepGoing: true)
+            #expect(events == ["ack", "end"])
+            guard case .failure(let error) = response else {
+                Issue.record("no failure for statements that are not UTF-8")
+                return
+            }
+            #expect(error.code == .invalidArgument && error.message.contains("UTF-8"), "\(error)")
+            let client = try agent.client()
+            #expect(try client.executeSQL("SELECT count(*) FROM u", inDatabaseAtPath: "s.db").first?.values == [.integer(0)])
+            expectCode(.sqliteError) { _ = try client.executeSQL("SELECT count(*) FROM w", inDatabaseAtPath: "s.db") }
+        }
+    }
+
+    @Test("sqlStream: one acknowledgment per piece, also for a piece that completes nothing, after that piece's rows; none for the end marker")
+    func acknowledgmentPerPiece() throws {
+        try withAgent { agent in
+            try agent.device.unlock(passcode: "1234")
+            let (events, response) = try Self.stream(agent, pieces: ["SELECT", " 1;\n", "SELECT 2;\nSELECT 3;\n"].map { Array($0.utf8) })
+            #expect(events == ["ack", "1", "ack", "2", "3", "ack", "end"])
+            #expect(response.isOK)
+        }
+    }
+
+    @Test("sqlStream: a piece's length is big-endian (the bytes of 10 little-endian announce 160 MiB: invalidArgument)")
+    func pieceLengthBigEndian() throws {
+        try withAgent { agent in
+            try agent.device.unlock(passcode: "1234")
+            let littleEndian: [UInt8] = withUnsafeBytes(of: UInt32(10).littleEndian) { Array($0) } + Array("SELECT 1;\n".utf8)
+            let (events, response) = try Self.stream(agent, raw: littleEndian + [0, 0, 0, 0])
+            #expect(events == ["end"])
+            guard case .failure(let error) = response else {
+                Issue.record("a little-endian length was accepted")
+                return
+            }
+            #expect(error.code == .invalidArgument && error.message.contains("167772160"), "\(error)")
+            let (good, ok) = try Self.stream(agent, raw: [0, 0, 0, 10] + Array("SELECT 1;\n".utf8) + [0, 0, 0, 0])
+            #expect(good == ["1", "ack", "end"] && ok.isOK)
+        }
+    }
+
+    /// Runs a `sqlStream` with `pieces` then the end marker (or the bytes `raw` as they are) and
+    /// returns what came back on the rows channel, in order (`ack`, each row's first value,
+    /// `failure <code>`, `end` for the end marker, `cut` for an end without it), and the response.
+    static func stream(_ agent: AgentFixture, pieces: [[UInt8]] = [], raw: [UInt8]? = nil, keepGoing: Bool = false) throws
+        -> (events: [String], response: AgentResponse) {
+        let connection = try rawConnection(agent)
+        defer { connection.close() }
+        let (mine, theirs) = try UnixSocket.pair()
+        defer { mine.close() }
+        try connection.send(frame(AgentRequest.sqlStream(path: "s.db", create: true, protection: nil, keepGoing: keepGoing).encoded()),
+                            passing: theirs.descriptor)
+        theirs.close()
+        if let raw {
+            try mine.send(raw)
+        } else {
+            for piece in pieces { try AgentPieceWriter.send(piece, on: mine) }
+            try AgentPieceWriter.end(on: mine)
+        }
+        var reader = AgentPieceReader(FileDescriptor(rawValue: mine.descriptor), limit: 1 << 24, describe: "rows")
+        var events: [String] = []
+        while true {
+            let piece: ArraySlice<UInt8>?
+            do {
+                piece = try reader.next(cut: DataProtectionError(.ioFailure, "cut"))
+            } catch {
+                events.append("cut")
+                break
+            }
+            guard let piece else {
+                events.append("end")
+                break
+            }
+            if piece.starts(with: AgentSQLRows.failureMark), case .failure(let error) = try AgentResponse.decode(Array(piece.dropFirst(4))) {
+                events.append("failure \(error.code.rawValue)")
+                continue
+            }
+            let rows = try AgentSQLRows.decode(Array(piece), fieldLimit: piece.count)
+            if rows.isEmpty { events.append("ack") }
+            for row in rows {
+                if case .integer(let value) = row.values.first { events.append("\(value)") } else { events.append("row") }
+            }
+        }
+        return (events, try response(on: connection))
+    }
+}

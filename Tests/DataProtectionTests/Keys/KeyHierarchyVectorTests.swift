@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import DataProtection
 import SodiumBridge
+import SystemPackage
 
 /// Runs the known-answer vectors of `Keys/vectors` (see `Keys/README.md`).
 ///
@@ -49,7 +50,7 @@ struct KeyHierarchyVectorTests {
         // A device booted from a directory holding the vector.
         try withDeviceDirectory { directory in
             try write(Data("DPUK".utf8) + [1] + uid, to: directory, "uid")
-            try write(Data("DPEF".utf8) + [1] + effaceable, to: directory, "effaceable")
+            try write(Data("DPEF".utf8) + [2] + effaceable + Data(count: 32), to: directory, "effaceable")
             try write(vector.payload, to: directory, "keybag")
             try write(AttemptRecord().encoded(macKey: try hierarchy.attemptCounterKey()), to: directory, "attempts")
 
@@ -169,6 +170,70 @@ struct KeyHierarchyVectorTests {
         }
     }
 
+    // MARK: - Device file vectors (`uid`, `effaceable`)
+
+    @Test("Device file vector", arguments: VectorFile.names(in: .device))
+    func deviceFile(_ name: String) throws {
+        let vector = try VectorFile(name)
+        let expect = try vector.expectation()
+        try #require(expect != .incorrectPasscode, "device file vectors expect success or integrityFailure")
+        let file = try vector.field("file")
+        let failsAt = expect == .integrityFailure ? try vector.field("fails-at") : nil
+        try #require(["uid", "effaceable"].contains(file) && [nil, "parse", "boot"].contains(failsAt))
+        try withDeviceDirectory { directory in
+            let path = FilePath(directory.path)
+            try write(vector.payload, to: directory, file)
+
+            // The parser on its own: the keys it reads, as fingerprints (`nil`: an empty slot).
+            var parsed: [Data?]?
+            do throws(DataProtectionError) {
+                if file == "uid" {
+                    parsed = [try FileDeviceKey.decode(SecureBytes.vector(vector.payload)).fingerprint]
+                } else {
+                    parsed = try DeviceFiles(directory: path, fileSystem: PosixFileSystem()).readEffaceableSlots()?.map { $0?.fingerprint }
+                }
+            } catch {
+                #expect(failsAt == "parse" && error.code == .integrityFailure, "the parser threw \(error); the vector expects \(expect)")
+            }
+            #expect((parsed != nil) == (failsAt != "parse"), "the parser accepted a file the vector refuses at parse")
+            if expect == .success {
+                let wanted: [Data?] = try file == "uid" ? [vector.hex("key").fingerprint] : (0..<2).map { index in
+                    try vector.field("slot-\(index)") == "empty" ? nil : try vector.hex("slot-\(index)").fingerprint
+                }
+                #expect(parsed == wanted, "the keys the parser read")
+            }
+
+            // A device booted from the directory: the other files are the vector's.
+            if file == "uid" {
+                try write(try vector.hex("effaceable-file"), to: directory, "effaceable")
+            } else {
+                try write(Data("DPUK".utf8) + [1] + (try vector.hex("uid")), to: directory, "uid")
+            }
+            try write(try vector.hex("keybag"), to: directory, "keybag")
+            let device: Device
+            do throws(DataProtectionError) {
+                device = try Device(directory: .init(directory.path), clock: VirtualClock(),
+                                    configuration: DeviceConfiguration(passcodeCost: .minimal), fileSystem: PosixFileSystem())
+            } catch {
+                #expect(expect == .integrityFailure && error.code == .integrityFailure, "booting threw \(error); the vector expects \(expect)")
+                return
+            }
+            try #require(expect == .success, "booting succeeded; the vector expects \(expect)")
+            #expect(device.state == .booted)
+            let effaceable = try Data(contentsOf: directory.appendingPathComponent("effaceable"))
+            if vector.fields["key-metadata"] != nil {
+                // The keybag opened under the slot the vector sealed it with, and the other slot was emptied.
+                #expect(device.keyFingerprint(.metadata) == BLAKE2b.hash([.secret(.vector(try vector.hex("key-metadata")))]))
+                #expect(effaceable == (try vector.hex("after-boot")), "the effaceable file after boot")
+            } else {
+                // Erased: created afresh, with a new key in slot 0 and a new keybag.
+                #expect(effaceable.count == 69 && effaceable.prefix(5) == Data("DPEF".utf8) + [2])
+                #expect(effaceable[5..<37] != Data(count: 32) && effaceable[37...] == Data(count: 32))
+                #expect(try Data(contentsOf: directory.appendingPathComponent("keybag")) != (try vector.hex("keybag")))
+            }
+        }
+    }
+
     // MARK: - The folder itself
 
     /// A missing or emptied folder would make every parameterised test above pass vacuously.
@@ -182,6 +247,12 @@ struct KeyHierarchyVectorTests {
         let attempts = try VectorFile.names(in: .attempts).map { try VectorFile($0).expectation() }
         #expect(attempts.count >= 5, "\(VectorFile.folder.path)/attempts holds \(attempts.count) vectors")
         #expect(attempts.contains(.success) && attempts.contains(.integrityFailure))
+        let device = try VectorFile.names(in: .device).map { try VectorFile($0) }
+        #expect(device.count >= 20, "\(VectorFile.folder.path)/device holds \(device.count) vectors")
+        for file in ["uid", "effaceable"] {
+            let expectations = try device.filter { $0.fields["file"] == file }.map { try $0.expectation() }
+            #expect(expectations.contains(.success) && expectations.contains(.integrityFailure), "\(file)")
+        }
     }
 
     // MARK: - Helpers
@@ -276,10 +347,15 @@ fileprivate extension VectorFile {
     enum Kind {
         case keybag
         case attempts
+        case device
     }
 
     static func names(in kind: Kind) -> [String] {
-        names(in: kind == .keybag ? "" : "attempts")
+        switch kind {
+        case .keybag: names(in: "")
+        case .attempts: names(in: "attempts")
+        case .device: names(in: "device")
+        }
     }
 
     func expectation() throws -> Expectation {
@@ -308,4 +384,12 @@ extension SecureBytes {
     fileprivate static func vector(_ data: Data) -> SecureBytes {
         SecureBytes(count: data.count) { $0.copyBytes(from: data) }
     }
+
+    /// A hash of the bytes, to compare them with a vector's without copying them out.
+    fileprivate var fingerprint: Data { BLAKE2b.hash([.secret(self)]) }
+}
+
+extension Data {
+    /// The hash ``SecureBytes/fingerprint`` gives for these bytes.
+    fileprivate var fingerprint: Data { SecureBytes.vector(self).fingerprint }
 }

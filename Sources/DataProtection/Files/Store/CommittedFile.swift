@@ -202,6 +202,10 @@ struct CommittedFile {
                 let committed = first.baseGeneration < UInt64.max && first.baseGeneration + 1 == header.generation
                     && last.length == header.length && last.allocatedRecords == header.allocatedRecords
                 if uncommitted || committed {
+                    // Only the file's key makes a journal that authenticates: one no writer writes is tampering (§9.1).
+                    guard chain.allSatisfy({ $0.entries.count <= FileJournal.maximumEntries }) else {
+                        throw .integrity("The file's journal holds more than \(FileJournal.maximumEntries) entries, which no writer writes: it was tampered with.")
+                    }
                     guard chain.allSatisfy({ $0.fits(header) }) else {
                         throw .integrity("The file's journal describes records outside the file: it was tampered with.")
                     }

@@ -189,6 +189,41 @@ struct FileFormatVectorTests {
         }
     }
 
+    // MARK: - The store's identity (`.dpstore`, `store-id`)
+
+    @Test("Store identity vector", arguments: FormatVectorFile.names(in: "identity"))
+    func storeIdentity(_ name: String) throws {
+        let vector = try FormatVectorFile(name)
+        let expect = try vector.field("expect")
+        try withFormatScratchDirectory { directory in
+            // The same bytes in the data directory (`.dpstore`) and the device directory (`store-id`).
+            for fileName in [StoreIdentity.fileName, StoreIdentity.deviceFileName] {
+                let path = directory.appendingPathComponent(fileName)
+                try vector.payload.write(to: path)
+                var read: (id: Data, version: UInt8)?
+                do throws(DataProtectionError) {
+                    read = try StoreIdentity.read(FilePath(path.path), fileSystem: PosixFileSystem())
+                } catch {
+                    #expect(expect == "integrityFailure" && error.code == .integrityFailure, "\(fileName): \(error)")
+                    continue
+                }
+                try #require(expect == "success", "\(fileName) was read; the vector expects \(expect)")
+                let identity = try #require(read)
+                #expect(identity.id == (try vector.hex("store-id")), "\(fileName)")
+                #expect(identity.version == UInt8(try vector.field("layout")), "\(fileName)")
+                if identity.version == StoreIdentity.version {
+                    #expect(StoreIdentity.encode(identity.id) == vector.payload, "the encoding is the vector's")
+                }
+            }
+            // What tools read to find the device directory.
+            if expect == "success" {
+                #expect(try ProtectedStore.identifier(ofDataDirectory: directory) == (try vector.field("store-id")))
+            } else {
+                #expect(throws: DataProtectionError.self) { try ProtectedStore.identifier(ofDataDirectory: directory) }
+            }
+        }
+    }
+
     // MARK: - The folders themselves
 
     /// An emptied folder would make the parameterised tests above pass vacuously.
@@ -207,5 +242,8 @@ struct FileFormatVectorTests {
         #expect(places.count >= 10)
         #expect(Set(places.map { $0.fields["expect"] }) == ["success", "integrityFailure"])
         #expect(names.contains { $0.fields["expect"] == "success" })
+        let identities = try FormatVectorFile.names(in: "identity").map { try FormatVectorFile($0) }
+        #expect(identities.count >= 5)
+        #expect(Set(identities.compactMap { $0.fields["layout"] }) == ["1", "2"])
     }
 }
