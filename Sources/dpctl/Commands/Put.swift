@@ -49,6 +49,8 @@ struct Put: ParsableCommand {
             }
             if let agent = session.agent {
                 // The agent reads the file (or standard input) itself: its descriptor goes over the socket.
+                let bar = SharedOffsetProgress(descriptor: input.fileDescriptor, total: total, quiet: progress.quiet)
+                defer { bar.stop() }
                 try agent.write(contentsOf: FileDescriptor(rawValue: input.fileDescriptor), to: path, protection: ProtectionChoice(protectionClass))
                 return
             }

@@ -13,7 +13,7 @@ struct Transfer {
     func run(to output: String?) throws {
         let attributes = try session.store.attributesOfItem(atPath: path)
         guard attributes.type == .file else { throw DataProtectionError(.isADirectory, "\(path) is a directory.") }
-        if let agent = session.agent { return try run(through: agent, to: output) }
+        if let agent = session.agent { return try run(through: agent, to: output, size: attributes.size) }
         try session.unlock(for: attributes.protectionClass ?? .default)
         let handle = try session.store.fileHandle(forReadingAtPath: path)
         defer { try? handle.close() }
@@ -45,8 +45,11 @@ struct Transfer {
 
     /// Through the agent: it writes the file straight into standard output or the output
     /// file's descriptor (passed over its socket), with no copy through this process.
-    private func run(through agent: AgentStore, to output: String?) throws {
+    /// The progress bar follows the output's offset, which the agent's writes move.
+    private func run(through agent: AgentStore, to output: String?, size: UInt64) throws {
         guard let output, output != "-" else {
+            let bar = SharedOffsetProgress(descriptor: STDOUT_FILENO, total: size, quiet: quiet)
+            defer { bar.stop() }
             do {
                 try agent.copyContents(atPath: path, to: .standardOutput)
             } catch where AgentStore.isOutputClosed(error) {
@@ -56,7 +59,12 @@ struct Transfer {
         }
         let file = try OutputFile.open(output)
         do {
-            try agent.copyContents(atPath: path, to: file.descriptor)
+            do {
+                // Stopped before the commit, which closes the descriptor the bar reads.
+                let bar = SharedOffsetProgress(descriptor: file.descriptor.rawValue, total: size, quiet: quiet)
+                defer { bar.stop() }
+                try agent.copyContents(atPath: path, to: file.descriptor)
+            }
             try file.commit()
         } catch {
             file.abandon()
