@@ -5,7 +5,7 @@ import Foundation
 /// behaves exactly as its synchronous namesake. In an async context these are the ones
 /// called (with `await`).
 extension Device {
-    /// Unlocks the device, as ``unlock(passcode:)-(Passcode?)`` does, off the cooperative pool.
+    /// Unlocks the device, as ``unlock(passcode:)-560gu`` does, off the cooperative pool.
     public func unlock(passcode: Passcode?) async throws(DataProtectionError) {
         try await BlockingCall.run { () throws(DataProtectionError) in try self.unlock(passcode: passcode) }
     }
@@ -15,7 +15,7 @@ extension Device {
         try await unlock(passcode: passcode.map(Passcode.init(_:)))
     }
 
-    /// Sets the passcode, as ``setPasscode(_:)-(Passcode)`` does, off the cooperative pool.
+    /// Sets the passcode, as ``setPasscode(_:)-8s9r`` does, off the cooperative pool.
     public func setPasscode(_ newPasscode: Passcode) async throws(DataProtectionError) {
         try await BlockingCall.run { () throws(DataProtectionError) in try self.setPasscode(newPasscode) }
     }

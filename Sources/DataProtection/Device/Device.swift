@@ -9,7 +9,7 @@ import SystemPackage
 /// A device lives in a directory of its own (its "hardware": the device key,
 /// the effaceable key, the keybag and the attempt counter). Creating a
 /// `Device` boots it: the state is ``DeviceState/booted``, only class
-/// ``ProtectionClass/none`` is available until the first ``unlock(passcode:)``.
+/// ``ProtectionClass/none`` is available until the first ``unlock(passcode:)-560gu``.
 ///
 /// All methods are thread-safe. `lock`, `unlock`, passcode changes, expiries,
 /// `reboot`, `crash` and `erase` are linearizable: each takes effect at one
@@ -81,10 +81,10 @@ public final class Device: Sendable {
     }
 
     /// Creates a new device in `directory` with `passcode` set from the start, and boots it
-    /// (``DeviceState/booted``: the first ``unlock(passcode:)`` makes its keys available).
+    /// (``DeviceState/booted``: the first ``unlock(passcode:)-560gu`` makes its keys available).
     ///
     /// The keybag written is the passcode's from the first byte: unlike creating a device and
-    /// then calling ``setPasscode(_:)``, no keybag that opens without the passcode ever exists.
+    /// then calling ``setPasscode(_:)-8s9r``, no keybag that opens without the passcode ever exists.
     ///
     /// - Throws: ``DataProtectionError/Code/fileExists`` if a device is already there;
     ///   ``DataProtectionError/Code/invalidArgument`` for an empty passcode or one with a NUL;

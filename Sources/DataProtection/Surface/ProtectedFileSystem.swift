@@ -10,7 +10,7 @@ public protocol ProtectedFileSystem: Sendable {
     /// an agent. (Named so as not to hide Foundation's `FileHandle` in conforming code.)
     associatedtype Handle: ProtectedFileHandling
 
-    /// Writes `data` to the file at `path`, atomically (see ``ProtectedStore/write(_:to:protection:options:)``).
+    /// Writes `data` to the file at `path`, atomically (see ``ProtectedStore/write(_:to:protection:options:)-9mrrg``).
     func write(_ data: Data, to path: String, protection: ProtectionChoice, options: Data.WritingOptions) throws(DataProtectionError)
     /// Writes a file from the pieces `next` returns until `nil`, atomically, with constant memory.
     func write(to path: String, protection: ProtectionChoice, exclusive: Bool, from next: () throws -> Data?) throws

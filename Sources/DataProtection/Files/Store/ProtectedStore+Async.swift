@@ -5,7 +5,7 @@ import Foundation
 /// they take), and behaves exactly as its synchronous namesake. In an async context these are
 /// the ones called (with `await`).
 extension ProtectedStore {
-    /// Writes `data` to the file at `path`, as ``write(_:to:protection:options:)`` does, off the cooperative pool.
+    /// Writes `data` to the file at `path`, as ``write(_:to:protection:options:)-9mrrg`` does, off the cooperative pool.
     public func write(
         _ data: Data, to path: String, protection: ProtectionChoice = .inherited, options: Data.WritingOptions = []
     ) async throws(DataProtectionError) {

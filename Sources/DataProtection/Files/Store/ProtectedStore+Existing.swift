@@ -9,6 +9,8 @@ extension ProtectedStore {
     ///   - directory: the store's data directory, or, without `deviceDirectory`, the directory
     ///     holding both (`device/` and `files/` inside, as ``init(directory:clock:configuration:)`` makes them).
     ///   - deviceDirectory: the store's device directory, when it is kept apart from the data.
+    ///   - clock: the clock grace periods, inactivity and passcode delays are measured on.
+    ///   - configuration: the device's rules (grace period, inactivity, passcode cost, …).
     /// - Throws: ``DataProtectionError/Code/fileNotFound`` with a hint when there is no store
     ///   there; then the errors of opening it (``DataProtectionError/Code/storeBusy``,
     ///   ``DataProtectionError/Code/integrityFailure``, …).

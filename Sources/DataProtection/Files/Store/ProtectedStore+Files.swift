@@ -25,7 +25,7 @@ extension ProtectedStore {
     }
 
     /// Writes a file from chunks produced by `next` (called until it returns `nil`),
-    /// with constant memory; same rules as ``write(_:to:protection:options:)``.
+    /// with constant memory; same rules as ``write(_:to:protection:options:)-9mrrg``.
     public func write(
         to path: String, protection: ProtectionChoice = .inherited, exclusive: Bool = false,
         from next: () throws -> Data?

@@ -2,7 +2,7 @@ import Foundation
 
 extension ProtectedStore {
     /// Creates a directory as `FileManager.createDirectory(atPath:withIntermediateDirectories:attributes:)`
-    /// does: `attributes` may give the directory's class as ``FileAttributeKey/protectionKey``
+    /// does: `attributes` may give the directory's class as `FileAttributeKey.protectionKey`
     /// (a `FileProtectionType`, or its raw value), the default for what is created inside.
     ///
     /// - Throws: ``DataProtectionError/Code/invalidArgument`` for any other attribute or an
