@@ -9,7 +9,7 @@ extension AgentSocketLocation {
     /// device directory (`deviceDirectory`, else `$XDG_STATE_HOME/dpctl/<store id>`, else
     /// `~/.local/state/dpctl/<store id>`).
     ///
-    /// - Throws: ``DataProtectionError/Code/fileNotFound`` when there is no store in
+    /// - Throws: `fileNotFound` when there is no store in
     ///   `dataDirectory` (and no `DPCTL_AGENT_SOCKET` to go by).
     public static func path(
         forStoreAt dataDirectory: URL, deviceDirectory: URL? = nil,
@@ -49,7 +49,7 @@ extension AgentStore {
     /// (``AgentSocketLocation/path(forStoreAt:deviceDirectory:environment:)``: `DPCTL_AGENT_SOCKET`
     /// included).
     ///
-    /// - Throws: ``DataProtectionError/Code/fileNotFound`` when there is no such store, or no
+    /// - Throws: `fileNotFound` when there is no such store, or no
     ///   agent serves it (the message names the socket; the hint says how to start one);
     ///   the errors of ``init(socketPath:)``.
     public convenience init(

@@ -23,7 +23,7 @@ extension ProtectedFileSystem {
 
 extension ProtectedStore {
     /// Writes the file at `path` from an asynchronous sequence of pieces, with
-    /// constant memory; atomic, with the rules of ``write(_:to:protection:options:)``.
+    /// constant memory; atomic, with the rules of ``write(_:to:protection:options:)-9mrrg``.
     public func write<S: AsyncSequence>(
         contentsOf sequence: S, to path: String, protection protectionChoice: ProtectionChoice = .inherited, exclusive: Bool = false
     ) async throws where S.Element == Data {
