@@ -197,9 +197,16 @@ struct AgentPlaintextTests {
         #expect(sql.status == 0, "\(sql.error)")
         #expect(sql.output.components(separatedBy: prefix.dropLast() + "-sql-").count - 1 == 5000)
 
-        let before = try Self.copies(of: prefix.dropLast() + "", inProcess: agent.pid)
-        #expect(before.count > 0, "positive control: the open handle's buffers hold the marker (\(before.count) copies)")
+        // In flight over the lock: a cat whose reader reads nothing, its pieces waiting in the agent.
+        let (paused, pausedOutput, pausedErrors) = try agent.launch(["cat", "Docs/marker.txt"])
+        Thread.sleep(forTimeInterval: 1)
+        let before = try Self.copies(of: String(prefix.dropLast()), inProcess: agent.pid)
+        #expect(before.count > 0, "positive control: the paused transfer's pieces hold the marker (\(before.count) copies)")
         #expect(try agent.run(["lock"]).status == 0)
+        _ = pausedOutput.fileHandleForReading.readDataToEndOfFile()
+        _ = pausedErrors.fileHandleForReading.readDataToEndOfFile()
+        paused.waitUntilExit()
+        #expect(paused.terminationStatus == 10, "the paused cat stops at the discard")
         let after = try Self.copies(of: String(prefix.dropLast()), inProcess: agent.pid)
         print("agent memory scan: \(before.count) copies of the marker before the lock, \(after.count) after, \(after.bytes) bytes scanned")
         #expect(after.bytes > 1 << 20)

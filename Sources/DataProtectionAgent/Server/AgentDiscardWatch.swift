@@ -65,8 +65,8 @@ final class AgentDiscardWatch: DeviceLifecycleObserver, Sendable {
         try watch.check()
     }
 
-    /// Writes every byte of `bytes` to `descriptor`. With a watch, a pipe or socket gets them
-    /// in writes that never block (at most ``slice`` bytes, each after the descriptor was found
+    /// Writes every byte of `bytes` to `descriptor`. With a watch, a pipe or socket (whose
+    /// reader may pause) gets them in writes that never block (at most ``slice`` bytes, each after the descriptor was found
     /// writable) and the watch is looked at before each: the transfer stops at the discard
     /// even while its client reads nothing.
     static func write(_ bytes: UnsafeRawBufferPointer, to descriptor: FileDescriptor, watch: AgentDiscardWatch?) throws {
@@ -74,13 +74,15 @@ final class AgentDiscardWatch: DeviceLifecycleObserver, Sendable {
             _ = try descriptor.writeAll(bytes)
             return
         }
-        let regular = (try? descriptor.stat().type) == .regular
+        // A pipe or socket waits for its reader; a file, a terminal or /dev/null takes the piece at once.
+        let type = try? descriptor.stat().type
+        let waitsForReader = type == nil || type == .fifo || type == .socket
         var offset = 0
         while offset < bytes.count {
             try watch.check()
-            if !regular, !(try UnixSocket.waitUntilWritable(descriptor: descriptor.rawValue, milliseconds: interval)) { continue }
+            if waitsForReader, !(try UnixSocket.waitUntilWritable(descriptor: descriptor.rawValue, milliseconds: interval)) { continue }
             try watch.check()
-            let end = regular ? bytes.count : min(bytes.count, offset + slice)
+            let end = waitsForReader ? min(bytes.count, offset + slice) : bytes.count
             offset += try descriptor.write(UnsafeRawBufferPointer(rebasing: bytes[offset..<end]), retryOnInterrupt: true)
         }
     }
