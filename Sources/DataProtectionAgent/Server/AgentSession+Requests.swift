@@ -47,6 +47,7 @@ extension AgentSession {
                 if attributes.type == .file, attributes.size > UInt64(AgentWireFormat.maximumInlineData) {
                     return .descriptorNeeded(size: attributes.size)
                 }
+                contentWatch = AgentDiscardWatch(device: device, protection: attributes.protectionClass)
                 let data = try store.contents(atPath: path)
                 guard data.count <= AgentWireFormat.maximumInlineData else { return .descriptorNeeded(size: UInt64(data.count)) }
                 return .ok(AgentReply.data(data))
@@ -97,6 +98,7 @@ extension AgentSession {
             return .ok(AgentReply.u32(identifier))
         case .read(let identifier, let offset, let count):
             let handle = try self.handle(identifier)
+            contentWatch = AgentDiscardWatch(device: device, protection: handle.protectionClass)
             let count = min(Int(count), AgentWireFormat.maximumInlineData)
             let data = if let offset { try handle.read(atOffset: offset, upToCount: count) } else { try handle.read(upToCount: count) }
             return .ok(AgentReply.data(data))
@@ -132,6 +134,7 @@ extension AgentSession {
         throws(DataProtectionError) -> [UInt8] {
         let database = try ProtectedDatabase(atPath: path, in: store, create: create, protection: ProtectionChoice(protection))
         defer { database.close() }
+        contentWatch = AgentDiscardWatch(device: device, protection: database.protectionClass)
         var rows: [SQLiteRow] = []
         var size = 0
         try database.execute(statements) { row in
