@@ -198,6 +198,15 @@ int dp_socket_wait_readable(int fd, int milliseconds) {
     }
 }
 
+int dp_socket_wait_writable(int fd, int milliseconds) {
+    struct pollfd entry = {.fd = fd, .events = POLLOUT};
+    for (;;) {
+        int ready = poll(&entry, 1, milliseconds);
+        if (ready >= 0) return ready > 0 ? 1 : 0;
+        if (errno != EINTR) return -errno;
+    }
+}
+
 int dp_process_harden(void) {
     if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) return -errno;
     struct rlimit none = {0, 0};

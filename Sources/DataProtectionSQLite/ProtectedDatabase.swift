@@ -15,6 +15,13 @@ import SodiumBridge
 /// never half applied; after unlock the same connection works again with every committed
 /// transaction there. An open `completeUnlessOpen` database keeps working while locked.
 ///
+/// At the instant a `complete` (or `completeWhenUserInactive`) database's class key is
+/// discarded, its connection rolls back an open transaction and drops SQLite's page cache
+/// (wiped: SQLite's memory goes through a zeroing allocator); until the key is back every
+/// statement throws `protectedDataUnavailable`, even one SQLite could answer from its cache
+/// or without the file (`SELECT 1`, a syntax error, `COMMIT`). Erasing the device closes
+/// the connection.
+///
 /// ```swift
 /// let db = try ProtectedDatabase(atPath: "Library/app.db", in: store, create: true,
 ///                                protection: .complete, journalMode: .wal)
@@ -39,11 +46,21 @@ public final class ProtectedDatabase: Sendable {
     public let path: String
     /// The store the database lives in.
     public let store: ProtectedStore
+    /// The database's class, as it was when the connection opened. A class whose key is
+    /// discarded at a lock (`complete`, `completeWhenUserInactive`) takes the connection's
+    /// plaintext with it (see the type's description).
+    public let protectionClass: ProtectionClass
     /// Reached only under `serial`: that lock, not the type system, makes this class Sendable.
     nonisolated(unsafe) private let sqlite: SQLiteConnection
-    private let serial = Locked(())
+    /// Serializes every use of `sqlite`; an NSLock for its timed wait (``keyWillBeDiscarded()``).
+    private let serial = NSLock()
+    /// The key went while a statement held the connection: its rollback and page release are
+    /// owed, and made by the next call that takes the connection.
+    private let discardOwed = Locked(false)
     /// Releases the page cache when the device locks.
     private let memoryRelease = Locked<MemoryReleaseAtLock?>(nil)
+    /// Rolls back and drops the cache when the class key goes; closes at erase.
+    private let keyDiscard = Locked<DatabaseKeyDiscard?>(nil)
 
     /// Opens the database at `path` in `store`.
     ///
@@ -75,6 +92,12 @@ public final class ProtectedDatabase: Sendable {
         self.store = store
         sqlite = opened
         do throws(DataProtectionError) {
+            protectionClass = try store.attributesOfItem(atPath: canonical).protectionClass ?? .completeUntilFirstUserAuthentication
+        } catch {
+            opened.close()
+            throw error
+        }
+        do throws(DataProtectionError) {
             // Reads the header now, so that a database that cannot be read fails here, not at its first statement.
             _ = try query("PRAGMA schema_version")
             if let journalMode {
@@ -93,6 +116,37 @@ public final class ProtectedDatabase: Sendable {
             return self != nil
         }
         memoryRelease.withLock { $0 = release }
+        let discard = DatabaseKeyDiscard(database: self)
+        keyDiscard.withLock { $0 = discard }
+        store.device.addLifecycleObserver(discard, first: true)
+    }
+
+    /// Whether the key of this database's class goes at a lock (after the grace or inactivity
+    /// period), taking the connection's plaintext with it.
+    private var locksWithDevice: Bool {
+        protectionClass == .complete || protectionClass == .completeWhenUserInactive
+    }
+
+    /// The class key is about to be discarded (it is still present): an open transaction is
+    /// rolled back, while the database's files can still be written, and SQLite's page cache
+    /// freed (wiped). A statement holding the connection for more than a moment (it may be
+    /// waiting for the device) leaves this owed to the next call.
+    func keyWillBeDiscarded() {
+        guard locksWithDevice else { return }
+        guard serial.lock(before: Date(timeIntervalSinceNow: 2)) else {
+            discardOwed.withLock { $0 = true }
+            return
+        }
+        defer { serial.unlock() }
+        discardOwed.withLock { $0 = false }
+        Self.discardPlaintext(of: sqlite)
+    }
+
+    /// Rolls back an open transaction and frees every page SQLite caches for `connection`.
+    private static func discardPlaintext(of connection: SQLiteConnection) {
+        guard !connection.isClosed else { return }
+        if connection.isInTransaction { try? connection.execute("ROLLBACK") }
+        connection.releaseMemory()
     }
 
     /// The bytes SQLite's page cache holds for this connection: decrypted pages, in SQLite's
@@ -181,18 +235,35 @@ public final class ProtectedDatabase: Sendable {
     /// `handleClosed`. Closing twice is harmless.
     public func close() {
         memoryRelease.withLock { $0?.cancel(); $0 = nil }
+        keyDiscard.withLock { $0 = nil }
         withConnection { $0.close() }
     }
 
+    /// Runs `body` holding the connection, after a rollback and page release the key's
+    /// discard left owed.
     private func withConnection<R>(_ body: (SQLiteConnection) -> R) -> R {
-        serial.withLock { _ in body(sqlite) }
+        serial.lock()
+        defer { serial.unlock() }
+        if discardOwed.withLock({ owed in defer { owed = false }; return owed }) {
+            Self.discardPlaintext(of: sqlite)
+        }
+        return body(sqlite)
     }
 
     private func run<R>(_ body: (SQLiteConnection) throws(SQLiteError) -> R) throws(DataProtectionError) -> R {
+        // Asked before the connection is taken: the question may fire a due discard, whose
+        // observer takes the connection.
+        let available = !locksWithDevice || store.device.isAvailable(protectionClass)
         let result = withConnection { connection -> Result<R, DataProtectionError> in
             guard !connection.isClosed else {
                 return .failure(DataProtectionError(.handleClosed, "The database connection is closed.",
-                                                    hint: "Open the database again (connections close at reboot)."))
+                                                    hint: "Open the database again (connections close at reboot and erase)."))
+            }
+            guard available else {
+                // Whatever SQLite could answer from its cache or without the file: the lock took it away.
+                return .failure(DataProtectionError(.protectedDataUnavailable,
+                                                    "The database \(path) is \(protectionClass.rawValue) and the device is locked.",
+                                                    hint: "Unlock the device, then try again."))
             }
             do throws(SQLiteError) {
                 return .success(try body(connection))

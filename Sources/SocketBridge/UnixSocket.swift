@@ -115,6 +115,23 @@ public final class UnixSocket: Sendable {
         return status == 1
     }
 
+    /// Whether `descriptor` (any socket, pipe or file, not only a ``UnixSocket``) has
+    /// something to read, or its writer hung up, within `milliseconds`.
+    public static func waitUntilReadable(descriptor: Int32, milliseconds: Int32) throws(SocketError) -> Bool {
+        let status = dp_socket_wait_readable(descriptor, milliseconds)
+        guard status >= 0 else { throw SocketError("poll", errno: -status) }
+        return status == 1
+    }
+
+    /// Whether `descriptor` (any socket, pipe or file) takes a write within `milliseconds`
+    /// (or has hung up or failed, which the write then reports). A pipe or Unix-domain
+    /// socket found writable takes a write of up to 4096 bytes without blocking.
+    public static func waitUntilWritable(descriptor: Int32, milliseconds: Int32) throws(SocketError) -> Bool {
+        let status = dp_socket_wait_writable(descriptor, milliseconds)
+        guard status >= 0 else { throw SocketError("poll", errno: -status) }
+        return status == 1
+    }
+
     /// Stops both directions at once, waking a thread blocked in ``accept()`` or a read
     /// (the descriptor stays open until ``close()``).
     public func shutdown() {

@@ -28,10 +28,18 @@ ssize_t dp_socket_receive(int fd, void *bytes, size_t length, int *received);
 int dp_socket_pair(int pair[2]);
 /// Waits up to `milliseconds` for `fd` to be readable or hung up: 1 if so, 0 on timeout.
 int dp_socket_wait_readable(int fd, int milliseconds);
+/// Waits up to `milliseconds` for `fd` (a socket, pipe or file) to take a write, or to have
+/// hung up or failed (the write then says why): 1 if so, 0 on timeout.
+int dp_socket_wait_writable(int fd, int milliseconds);
 /// Makes the process non-dumpable (no ptrace or /proc/<pid>/mem for same-user processes)
 /// and sets its core file limit to zero.
 int dp_process_harden(void);
 /// 1 if the process is dumpable, 0 if not.
 int dp_process_is_dumpable(void);
+/// From now on every heap block freed (or moved by realloc) is zeroed first (dp_memory.c);
+/// -ENOTSUP where free cannot be interposed (sanitizer builds, not glibc).
+int dp_process_wipe_freed_memory(void);
+/// 1 once dp_process_wipe_freed_memory succeeded, else 0.
+int dp_process_wipes_freed_memory(void);
 
 #endif

@@ -46,6 +46,8 @@ struct Subscribers: Sendable {
 
 struct WeakLifecycleObserver: Sendable {
     weak var observer: (any DeviceLifecycleObserver)?
+    /// Called before the others (see ``Device/addLifecycleObserver(_:first:)``).
+    var first = false
 }
 
 extension Device {
@@ -80,17 +82,21 @@ extension Device {
         return stream
     }
 
-    /// Registers a lifecycle observer (held weakly).
-    package func addLifecycleObserver(_ observer: any DeviceLifecycleObserver) {
+    /// Registers a lifecycle observer (held weakly). Observers are called in the order they
+    /// were registered, those registered `first` before all others: a database connection
+    /// rolls back its transaction while the store's files can still be written, before the
+    /// store flushes them and wipes their keys.
+    package func addLifecycleObserver(_ observer: any DeviceLifecycleObserver, first: Bool = false) {
         subscribers.withLock { subscribers in
-            subscribers.lifecycle[subscribers.nextIdentifier()] = WeakLifecycleObserver(observer: observer)
+            subscribers.lifecycle[subscribers.nextIdentifier()] = WeakLifecycleObserver(observer: observer, first: first)
         }
     }
 
     func lifecycleObservers() -> [any DeviceLifecycleObserver] {
         subscribers.withLock { subscribers in
             subscribers.lifecycle = subscribers.lifecycle.filter { $0.value.observer != nil }
-            return subscribers.lifecycle.sorted { $0.key < $1.key }.compactMap(\.value.observer)
+            return subscribers.lifecycle.sorted { ($0.value.first ? 0 : 1, $0.key) < ($1.value.first ? 0 : 1, $1.key) }
+                .compactMap(\.value.observer)
         }
     }
 

@@ -23,4 +23,21 @@ public enum ProcessProtection {
 
     /// Whether the process may still be dumped (or traced by its user's processes).
     public static var isDumpable: Bool { ProcessHardening.isDumpable }
+
+    /// Makes every heap block the process frees be zeroed first (`free` and `realloc`
+    /// replaced for the process; one-way). For a process that passes other processes'
+    /// plaintext through ordinary buffers for hours (the agent): what it held is gone
+    /// from its memory once released, not merely once reused. Costs a `memset` per free.
+    ///
+    /// - Throws: `ioFailure` where `free` cannot be replaced (sanitizer builds; not glibc).
+    public static func wipeFreedMemory() throws(DataProtectionError) {
+        do {
+            try ProcessHardening.wipeFreedMemory()
+        } catch {
+            throw DataProtectionError(.ioFailure, "Cannot wipe freed memory in this process: \(error).")
+        }
+    }
+
+    /// Whether freed heap memory is wiped in this process (``wipeFreedMemory()``).
+    public static var wipesFreedMemory: Bool { ProcessHardening.wipesFreedMemory }
 }

@@ -19,12 +19,20 @@ package final class PipelinedOutput: @unchecked Sendable {
     private let lock = NSLock()
     private var failure: (any Error)?
     private var written: Int64 = 0
+    /// Writes one piece's bytes, all of them.
+    private let writeAll: @Sendable (FileDescriptor, UnsafeRawBufferPointer) throws -> Void
 
     /// Output to `descriptor`; `describe` names it in errors (`standard output`, a path).
-    package init(_ descriptor: FileDescriptor, describe: String, depth: Int = 3) {
+    /// `write` writes one piece's bytes, all of them (default: `writeAll`); a
+    /// ``DataProtectionError`` it throws is reported as it is, and later pieces are dropped.
+    package init(
+        _ descriptor: FileDescriptor, describe: String, depth: Int = 3,
+        write: @escaping @Sendable (FileDescriptor, UnsafeRawBufferPointer) throws -> Void = { _ = try $0.writeAll($1) }
+    ) {
         self.descriptor = descriptor
         self.describe = describe
         slots = DispatchSemaphore(value: depth)
+        writeAll = write
     }
 
     // No wait in deinit: every queued piece holds the output, so none is pending once it is being
@@ -41,7 +49,7 @@ package final class PipelinedOutput: @unchecked Sendable {
         queue.async { [self] in
             if lock.withLock({ failure == nil }) {
                 do {
-                    try piece.withUnsafeBytes { _ = try descriptor.writeAll($0) }
+                    try piece.withUnsafeBytes { try writeAll(descriptor, $0) }
                     // The final fsync of a file then waits for little more than the last pieces.
                     WriteBehind.start(descriptor: descriptor.rawValue, offset: written, count: Int64(piece.count))
                     written += Int64(piece.count)
@@ -61,6 +69,7 @@ package final class PipelinedOutput: @unchecked Sendable {
     }
 
     private static func report(_ error: any Error, describe: String) -> any Error {
+        if error is DataProtectionError { return error }
         guard let errno = error as? Errno else {
             return DataProtectionError(.ioFailure, "Cannot write to \(describe): \(error.localizedDescription)")
         }

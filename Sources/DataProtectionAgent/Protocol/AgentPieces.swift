@@ -1,6 +1,7 @@
 import DataProtection
 import Foundation
 import SocketBridge
+import SodiumBridge
 import SystemPackage
 
 /// A stream of pieces on a data channel (`Keys/agent-protocol.md` §4, `writeFile` source 2
@@ -15,11 +16,19 @@ struct AgentPieceReader {
     private(set) var ended = false
     /// Where pieces are read, reused (a put of a gigabyte in pieces allocates it once).
     private var buffer: [UInt8] = []
+    /// Stops the reading at the discard of the key of the class the pieces are plaintext of.
+    let watch: AgentDiscardWatch?
 
-    init(_ descriptor: FileDescriptor, limit: Int, describe: String) {
+    init(_ descriptor: FileDescriptor, limit: Int, describe: String, watch: AgentDiscardWatch? = nil) {
         self.descriptor = descriptor
         self.limit = limit
         self.describe = describe
+        self.watch = watch
+    }
+
+    /// Zeroes the buffer (the last piece): its bytes were taken, or are to be forgotten.
+    mutating func wipe() {
+        Sodium.wipe(&buffer)
     }
 
     /// The next piece's bytes (valid until the next call); `nil` after the end marker. `cut`
@@ -44,6 +53,7 @@ struct AgentPieceReader {
         if buffer.count < count { buffer = [UInt8](repeating: 0, count: max(count, 4096)) }
         var filled = 0
         while filled < count {
+            try AgentDiscardWatch.waitUntilReadable(descriptor, watch: watch)
             let got: Int
             do {
                 got = try buffer.withUnsafeMutableBytes { bytes in
@@ -69,6 +79,18 @@ enum AgentPieceWriter {
         withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { piece.append(contentsOf: $0) }
         piece.append(contentsOf: bytes)
         try socket.send(piece)
+    }
+
+    /// Sends `bytes` as one piece, stopping at the discard `watch` looks for (a piece of
+    /// plaintext for a client that may have paused reading); then wipes the copy it sent.
+    static func send(_ bytes: some Collection<UInt8>, on socket: UnixSocket, watch: AgentDiscardWatch?) throws {
+        guard let watch else { return try send(bytes, on: socket) }
+        var piece = [UInt8]()
+        piece.reserveCapacity(4 + bytes.count)
+        withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { piece.append(contentsOf: $0) }
+        piece.append(contentsOf: bytes)
+        defer { Sodium.wipe(&piece) }
+        try piece.withUnsafeBytes { try AgentDiscardWatch.send($0, on: socket, watch: watch) }
     }
 
     /// Sends `data` as pieces of at most 1 MiB (none when it is empty); returns how many.

@@ -2,6 +2,7 @@ import DataProtection
 import DataProtectionSQLite
 import Foundation
 import SocketBridge
+import SodiumBridge
 import SystemPackage
 
 extension AgentSession {
@@ -46,6 +47,7 @@ extension AgentSession {
                 if attributes.type == .file, attributes.size > UInt64(AgentWireFormat.maximumInlineData) {
                     return .descriptorNeeded(size: attributes.size)
                 }
+                contentWatch = AgentDiscardWatch(device: device, protection: attributes.protectionClass)
                 let data = try store.contents(atPath: path)
                 guard data.count <= AgentWireFormat.maximumInlineData else { return .descriptorNeeded(size: UInt64(data.count)) }
                 return .ok(AgentReply.data(data))
@@ -61,8 +63,9 @@ extension AgentSession {
                 throw DataProtectionError(.invalidArgument, "writeFile from a descriptor needs one passed with the request.")
             }
             defer { try? descriptor.close() }
+            let watch = AgentDiscardWatch(device: device, protection: classOfWrite(to: path, protection: protection))
             try write(path, protection: protection, exclusive: exclusive,
-                      from: AgentInput(descriptor, pieces: source == .pieces, connection: channel.socket))
+                      from: AgentInput(descriptor, pieces: source == .pieces, connection: channel.socket, watch: watch))
             return .ok([])
         case .attributes(let path):
             return .ok(try store.attributesOfItem(atPath: path).encoded())
@@ -95,6 +98,7 @@ extension AgentSession {
             return .ok(AgentReply.u32(identifier))
         case .read(let identifier, let offset, let count):
             let handle = try self.handle(identifier)
+            contentWatch = AgentDiscardWatch(device: device, protection: handle.protectionClass)
             let count = min(Int(count), AgentWireFormat.maximumInlineData)
             let data = if let offset { try handle.read(atOffset: offset, upToCount: count) } else { try handle.read(upToCount: count) }
             return .ok(AgentReply.data(data))
@@ -130,6 +134,7 @@ extension AgentSession {
         throws(DataProtectionError) -> [UInt8] {
         let database = try ProtectedDatabase(atPath: path, in: store, create: create, protection: ProtectionChoice(protection))
         defer { database.close() }
+        contentWatch = AgentDiscardWatch(device: device, protection: database.protectionClass)
         var rows: [SQLiteRow] = []
         var size = 0
         try database.execute(statements) { row in
@@ -171,12 +176,17 @@ extension AgentSession {
     private func copy(_ path: String, to descriptor: FileDescriptor) throws(DataProtectionError) -> UInt64 {
         let handle = try store.fileHandle(forReadingAtPath: path)
         defer { try? handle.close() }
-        let output = PipelinedOutput(descriptor, describe: "the client's output")
+        // At the discard of the file's key, what is read and not yet written to the client goes.
+        let watch = AgentDiscardWatch(device: device, protection: handle.protectionClass)
+        let output = PipelinedOutput(descriptor, describe: "the client's output") { descriptor, bytes in
+            try AgentDiscardWatch.write(bytes, to: descriptor, watch: watch)
+        }
         // Nothing queued may outlive this call: the caller closes the descriptor next.
         defer { try? output.finish() }
         var total: UInt64 = 0
         do {
             while case let piece = try handle.read(upToCount: AgentWireFormat.maximumInlineData), !piece.isEmpty {
+                try watch?.check()
                 try output.write(piece)
                 total += UInt64(piece.count)
             }
@@ -189,6 +199,15 @@ extension AgentSession {
             throw DataProtectionError(.ioFailure, "Cannot write to the client's output: \(error).")
         }
         return total
+    }
+
+    /// The class a whole-file write to `path` gives the file: the one asked for, else the
+    /// replaced file's, else its directory's (`nil`: not known here, the default's).
+    private func classOfWrite(to path: String, protection: ProtectionClass?) -> ProtectionClass? {
+        if let protection { return protection }
+        if let existing = try? store.attributesOfItem(atPath: path), existing.type == .file { return existing.protectionClass }
+        let parent = (path as NSString).deletingLastPathComponent
+        return (try? store.attributesOfItem(atPath: parent.isEmpty ? "/" : parent))?.protectionClass
     }
 
     /// Stores what `input` holds up to its end at `path` (atomically, like `write`).
@@ -213,23 +232,32 @@ struct AgentInput {
     let connection: UnixSocket
     private var pieces: AgentPieceReader?
     private var buffer: [UInt8] = []
+    /// Stops the transfer at the discard of the file's class key.
+    let watch: AgentDiscardWatch?
 
-    init(_ descriptor: FileDescriptor, pieces: Bool, connection: UnixSocket) {
+    init(_ descriptor: FileDescriptor, pieces: Bool, connection: UnixSocket, watch: AgentDiscardWatch? = nil) {
         self.descriptor = descriptor
         self.connection = connection
+        self.watch = watch
         if pieces {
-            self.pieces = AgentPieceReader(descriptor, limit: AgentWireFormat.maximumInlineData, describe: "the client's content")
+            self.pieces = AgentPieceReader(descriptor, limit: AgentWireFormat.maximumInlineData, describe: "the client's content", watch: watch)
         } else {
             buffer = [UInt8](repeating: 0, count: AgentWireFormat.maximumInlineData)
         }
     }
 
-    /// The next piece; `nil` at the end.
+    /// The next piece; `nil` at the end. The buffer it was read into is wiped once it is
+    /// copied out (the copy goes to the store, which releases it, wiped, once written).
     mutating func next() throws(DataProtectionError) -> Data? {
         if pieces != nil {
-            return try pieces?.next(cut: DataProtectionError(
+            defer { pieces?.wipe() }
+            let piece = try pieces?.next(cut: DataProtectionError(
                 .ioFailure, "The client's content ended before its end marker: nothing was stored.")).map { Data($0) }
+            try watch?.check()
+            return piece
         }
+        defer { Sodium.wipe(&buffer) }
+        try AgentDiscardWatch.waitUntilReadable(descriptor, watch: watch)
         let count: Int
         do {
             count = try buffer.withUnsafeMutableBytes { bytes in try descriptor.read(into: bytes, retryOnInterrupt: true) }

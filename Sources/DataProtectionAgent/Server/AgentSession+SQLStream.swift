@@ -2,6 +2,7 @@ import DataProtection
 import DataProtectionSQLite
 import Foundation
 import SocketBridge
+import SodiumBridge
 import SystemPackage
 
 extension AgentSession {
@@ -31,8 +32,12 @@ extension AgentSession {
         do throws(DataProtectionError) {
             let database = try ProtectedDatabase(atPath: path, in: store, create: create, protection: ProtectionChoice(protection))
             defer { database.close() }
+            // At the discard of the database's key, rows not yet sent go, and so do statements not yet run.
+            let watch = AgentDiscardWatch(device: device, protection: database.protectionClass)
+            rows.watch = watch
             var input = AgentPieceReader(FileDescriptor(rawValue: socket.descriptor), limit: AgentWireFormat.maximumInlineData,
-                                         describe: "the client's statements")
+                                         describe: "the client's statements", watch: watch)
+            defer { input.wipe() }
             var piecesRead = 0
             var statements = SQLStatementReader(reading: { () throws(DataProtectionError) -> [UInt8] in
                 // What the last piece completed has run and its rows are sent: its acknowledgment.
@@ -67,8 +72,10 @@ struct AgentSQLRowPieces {
     private let socket: UnixSocket
     private var writer = AgentFieldWriter()
     private var count: UInt32 = 0
-    /// Why the rows stopped going out (the client went away): the statements stop too.
+    /// Why the rows stopped going out (the client went away, the key was discarded): the statements stop too.
     private var failure: DataProtectionError?
+    /// Stops the rows at the discard of the database's class key.
+    var watch: AgentDiscardWatch?
 
     init(_ socket: UnixSocket) {
         self.socket = socket
@@ -80,6 +87,7 @@ struct AgentSQLRowPieces {
     mutating func append(_ row: SQLiteRow) {
         guard failure == nil else { return }
         var encoded = AgentFieldWriter()
+        defer { encoded.wipe() }
         AgentSQLRows.encode(row, into: &encoded)
         if count > 0, writer.bytes.count + encoded.bytes.count > Self.limit { flush() }
         writer.append(encoded)
@@ -92,11 +100,16 @@ struct AgentSQLRowPieces {
         guard failure == nil, count > 0 else { return }
         var header = AgentFieldWriter()
         header.u32(count)
+        var piece = header.bytes + writer.bytes
         do {
-            try AgentPieceWriter.send(header.bytes + writer.bytes, on: socket)
+            try AgentPieceWriter.send(piece, on: socket, watch: watch)
+        } catch let error as DataProtectionError {
+            failure = error
         } catch {
             failure = DataProtectionError(.ioFailure, "The client stopped reading the rows: \(error).")
         }
+        Sodium.wipe(&piece)
+        writer.wipe()
         writer = AgentFieldWriter()
         count = 0
     }

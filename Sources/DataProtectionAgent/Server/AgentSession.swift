@@ -12,6 +12,9 @@ final class AgentSession {
     let channel: AgentChannel
     var handles: [UInt32: ProtectedFileHandle] = [:]
     var nextHandle: UInt32 = 1
+    /// Set by a request whose answer carries plaintext of a class that locks (`read`, an
+    /// inline `readFile`, `sql`): the answer is not delivered once that class's key is gone.
+    var contentWatch: AgentDiscardWatch?
     /// The protocol version this connection speaks (its hello's).
     private var version = AgentWireFormat.version
     var store: ProtectedStore { server.store }
@@ -59,7 +62,8 @@ final class AgentSession {
                 } catch {
                     response = .failure(error)
                 }
-                guard respond(response) else { return }
+                defer { contentWatch = nil }
+                guard respond(response, watch: contentWatch) else { return }
                 if case .stop = request {
                     server.stop()
                     return
@@ -97,6 +101,29 @@ final class AgentSession {
     private func respond(_ response: AgentResponse) -> Bool {
         do {
             try channel.send(response.encoded())
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// Sends `response`, whose plaintext `watch` guards: a failure instead once the key
+    /// went, and the connection closed (`false`) if it goes while a client that reads
+    /// slowly, or not at all, is still being sent the answer. See ``AgentDiscardWatch``.
+    private func respond(_ response: AgentResponse, watch: AgentDiscardWatch?) -> Bool {
+        guard let watch else { return respond(response) }
+        do throws(DataProtectionError) {
+            try watch.check()
+        } catch {
+            return respond(.failure(error))
+        }
+        var frame = withUnsafeBytes(of: UInt32(0).bigEndian) { Array($0) }
+        frame += response.encoded()
+        let length = UInt32(frame.count - 4).bigEndian
+        withUnsafeBytes(of: length) { for index in 0..<4 { frame[index] = $0[index] } }
+        defer { Sodium.wipe(&frame) }
+        do {
+            try frame.withUnsafeBytes { try AgentDiscardWatch.send($0, on: channel.socket, watch: watch) }
             return true
         } catch {
             return false

@@ -59,6 +59,9 @@ struct AgentCommand: ParsableCommand {
             if detachedChild { _ = setsid() }
             // `main` tried already; for the agent, which holds keys for hours, it is not optional.
             try ProcessProtection.makeNonDumpable()
+            // Clients' plaintext passes through the agent's ordinary buffers (frames, pieces, rows):
+            // every one is wiped when freed, so none outlives its use (sanitizer builds cannot).
+            try? ProcessProtection.wipeFreedMemory()
             var configuration = DeviceConfiguration()
             configuration.gracePeriod = grace.duration
             let session = try Session(owning: storeOptions, configuration: configuration)
