@@ -52,6 +52,10 @@ let package = Package(
         // The socket and process calls Swift cannot make itself (SCM_RIGHTS, SO_PEERCRED, prctl).
         // Only SocketBridge includes it.
         .target(name: "CSocket"),
+        // free(3) and realloc(3) that wipe what they release, once the process asks
+        // (`ProcessProtection.wipeFreedMemory()`): linked into dpctl only, never into a library,
+        // whose users' allocators it would otherwise override.
+        .target(name: "CFreedMemoryWiping"),
         // The one place for socket syscalls and their pointers: Unix-domain sockets with
         // descriptor passing and peer credentials, and process hardening.
         .target(
@@ -111,6 +115,7 @@ let package = Package(
         .executableTarget(
             name: "dpctl",
             dependencies: [
+                "CFreedMemoryWiping",
                 "DataProtection",
                 "DataProtectionAgent",
                 "DataProtectionScenarios",

@@ -29,7 +29,12 @@ public enum ProcessProtection {
     /// plaintext through ordinary buffers for hours (the agent): what it held is gone
     /// from its memory once released, not merely once reused. Costs a `memset` per free.
     ///
-    /// - Throws: `ioFailure` where `free` cannot be replaced (sanitizer builds; not glibc).
+    /// Only the `dpctl` executable links the replacement: a library must not override its
+    /// users' allocator (a preloaded jemalloc would be handed to glibc's `free`). Elsewhere
+    /// this throws, and freed memory is left as the allocator leaves it.
+    ///
+    /// - Throws: `ioFailure` where `free` is not replaced (a program other than `dpctl`;
+    ///   sanitizer builds; not glibc).
     public static func wipeFreedMemory() throws(DataProtectionError) {
         do {
             try ProcessHardening.wipeFreedMemory()
