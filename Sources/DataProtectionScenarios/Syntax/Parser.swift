@@ -8,8 +8,22 @@ public enum ScenarioParser {
     /// - Throws: ``ScenarioSyntaxError`` at the first statement that does not follow
     ///   the language, naming its line and column and what was expected there.
     public static func parse(_ contents: Data, file: String) throws(ScenarioSyntaxError) -> [Scenario] {
+        var parsedScenarios: [Scenario] = []
+        for parsed in Self.scenarios(in: contents, file: file) {
+            switch parsed {
+            case .scenario(let scenario): parsedScenarios.append(scenario)
+            case .malformed(_, _, let error): throw error
+            }
+        }
+        return parsedScenarios
+    }
+
+    /// Each scenario of `contents` parsed on its own: a syntax error fails its scenario only
+    /// (scenario-language.md, "Rulings (1.1)"); anything before the first `scenario` line, or
+    /// a file without one, fails as the file.
+    static func scenarios(in contents: Data, file: String) -> [ParsedScenario] {
         var parser = Parser(file: file)
-        return try parser.parse(try Lexer(file: file).lines(of: contents))
+        return parser.parse(Lexer(file: file).lexedLines(of: contents))
     }
 
     /// The scenarios in `text`.
@@ -46,6 +60,15 @@ public enum ScenarioParser {
     }
 }
 
+/// One scenario of a file as parsed: ready to run, or the syntax error that fails it.
+enum ParsedScenario: Sendable {
+    case scenario(Scenario)
+    /// A scenario that does not follow the language (`title`: its title, if its `scenario`
+    /// line gave one; `location`: its `scenario` line), or, with no title, what comes before
+    /// a file's first scenario.
+    case malformed(title: String?, location: ScenarioLocation, error: ScenarioSyntaxError)
+}
+
 /// What may follow `->` on a statement.
 private enum ExpectationKind {
     /// `ok` or `error <code>`.
@@ -64,9 +87,11 @@ private enum ExpectationKind {
 
 private struct Parser {
     let file: String
-    /// Handles opened so far in the current scenario.
+    /// The names an `open … as <h>` so far in the current scenario gives (whether it will succeed
+    /// or not: names are bound when a statement runs, scenario-language.md "Rulings (1.1)").
     var handles: Set<String> = []
-    /// Database connections opened so far in the current scenario (`db open … as <d>`).
+    /// The names a `db open … as <d>` so far in the current scenario gives. A name in both sets
+    /// takes the operations of either; which one it is, the run decides.
     var databases: Set<String> = []
 
     init(file: String) { self.file = file }
@@ -76,34 +101,87 @@ private struct Parser {
     static let operations = ["read", "read-to-end", "write", "seek", "seek-end", "offset", "size", "truncate", "sync", "close"]
     static let databaseOperations = ["exec", "query", "close"]
 
-    mutating func parse(_ lines: [Line]) throws(ScenarioSyntaxError) -> [Scenario] {
-        var scenarios: [Scenario] = []
+    mutating func parse(_ lines: [Lexer.LexedLine]) -> [ParsedScenario] {
+        var results: [ParsedScenario] = []
+        guard let first = lines.first else {
+            let error = ScenarioSyntaxError(file: file, line: 1, column: 1, expected: "`scenario \"<title>\"`", found: "end of file")
+            return [.malformed(title: nil, location: ScenarioLocation(file: file, line: 1, column: 1), error: error)]
+        }
         var index = 0
+        if !Self.opensScenario(first) {
+            // Before the first scenario: fails the file, once.
+            let error = preambleError(first)
+            results.append(.malformed(title: nil, location: ScenarioLocation(file: file, line: error.line, column: error.column), error: error))
+            while index < lines.count, !Self.opensScenario(lines[index]) { index += 1 }
+        }
         while index < lines.count {
-            var reader = LineReader(file: file, line: lines[index])
-            let (keyword, token) = try reader.word("`scenario \"<title>\"`")
-            guard keyword == "scenario" else { throw reader.error(expected: "`scenario \"<title>\"`", at: token) }
-            guard reader.arrow == nil else { throw reader.error(expected: "end of line", at: reader.line.tokens[reader.arrow!]) }
-            let title = try reader.text("a title")
-            try reader.expectEnd("end of line")
-            let location = ScenarioLocation(file: file, line: lines[index].number, column: token.column)
+            let start = index
             index += 1
+            while index < lines.count, !Self.opensScenario(lines[index]) { index += 1 }
+            results.append(scenario(lines[start..<index], following: index < lines.count ? lines[index] : nil))
+        }
+        return results
+    }
+
+    /// Whether a lexed line begins a scenario (its first word is `scenario`).
+    private static func opensScenario(_ lexed: Lexer.LexedLine) -> Bool {
+        switch lexed {
+        case .line(let line): line.tokens.first?.word == "scenario"
+        case .malformed(_, let opensScenario): opensScenario
+        }
+    }
+
+    /// The statement line of `lexed`, or its lexing error.
+    private static func line(_ lexed: Lexer.LexedLine) throws(ScenarioSyntaxError) -> Line {
+        switch lexed {
+        case .line(let line): return line
+        case .malformed(let error, _): throw error
+        }
+    }
+
+    /// The error of a first line that does not begin a scenario.
+    private func preambleError(_ lexed: Lexer.LexedLine) -> ScenarioSyntaxError {
+        do throws(ScenarioSyntaxError) {
+            var reader = LineReader(file: file, line: try Self.line(lexed))
+            let (_, token) = try reader.word("`scenario \"<title>\"`")
+            return reader.error(expected: "`scenario \"<title>\"`", at: token)
+        } catch {
+            return error
+        }
+    }
+
+    /// One scenario: its `scenario` line, its `device` line and its statements (`group`);
+    /// `following` is the line after them (the next scenario's), if any.
+    private mutating func scenario(_ group: ArraySlice<Lexer.LexedLine>, following: Lexer.LexedLine?) -> ParsedScenario {
+        var title: String?
+        var location: ScenarioLocation?
+        do throws(ScenarioSyntaxError) {
+            let head = try Self.line(group[group.startIndex])
+            location = ScenarioLocation(file: file, line: head.number, column: head.tokens[0].column)
+            var reader = LineReader(file: file, line: head)
+            _ = try reader.word("`scenario \"<title>\"`")
+            guard reader.arrow == nil else { throw reader.error(expected: "end of line", at: reader.line.tokens[reader.arrow!]) }
+            title = try reader.text("a title")
+            try reader.expectEnd("end of line")
 
             handles = []
             databases = []
-            let setup = try device(index < lines.count ? lines[index] : nil, after: lines[index - 1])
-            index += 1
-            var steps: [Step] = []
-            while index < lines.count, lines[index].tokens.first?.word != "scenario" {
-                steps.append(try step(lines[index]))
-                index += 1
+            let body = group.dropFirst()
+            let deviceLine: Line?
+            if let first = body.first {
+                deviceLine = try Self.line(first)
+            } else if let following, case .line(let next) = following {
+                deviceLine = next  // the next scenario's line: not `device`
+            } else {
+                deviceLine = nil
             }
-            scenarios.append(Scenario(title: title, location: location, setup: setup, steps: steps))
+            let setup = try device(deviceLine, after: head)
+            var steps: [Step] = []
+            for lexed in body.dropFirst() { steps.append(try step(try Self.line(lexed))) }
+            return .scenario(Scenario(title: title!, location: location!, setup: setup, steps: steps))
+        } catch {
+            return .malformed(title: title, location: location ?? ScenarioLocation(file: file, line: error.line, column: 1), error: error)
         }
-        guard !scenarios.isEmpty else {
-            throw ScenarioSyntaxError(file: file, line: 1, column: 1, expected: "`scenario \"<title>\"`", found: "end of file")
-        }
-        return scenarios
     }
 
     // MARK: - device
@@ -259,7 +337,6 @@ private struct Parser {
         guard Self.isHandleName(handle) else { throw reader.error(expected: "a handle name (letters, digits, _ and -)", at: token) }
         let options = try options(&reader, allowing: ["mode", "create", "class"])
         handles.insert(handle)
-        databases.remove(handle)
         return .open(path: path, handle: handle, mode: options.mode ?? .update, create: options.create, protection: options.protection)
     }
 
@@ -274,7 +351,6 @@ private struct Parser {
         guard Self.isHandleName(name) else { throw reader.error(expected: "a connection name (letters, digits, _ and -)", at: token) }
         let options = try options(&reader, allowing: ["create", "class", "wal"])
         databases.insert(name)
-        handles.remove(name)
         return .openDatabase(path: path, database: name, create: options.create, protection: options.protection, wal: options.wal)
     }
 
@@ -286,11 +362,16 @@ private struct Parser {
         case "query": return (.query(database: name, sql: try reader.text("SQL")), .data)
         case "close": return (.closeDatabase(database: name), .outcome)
         default:
-            throw reader.error(expected: "a database operation (\(Self.databaseOperations.joined(separator: ", ")))", at: token,
-                               offset: name.unicodeScalars.count + 1)
+            let expected = handles.contains(name)
+                ? "a handle or database operation (\((Self.operations + Self.databaseOperations.filter { $0 != "close" }).joined(separator: ", ")))"
+                : "a database operation (\(Self.databaseOperations.joined(separator: ", ")))"
+            throw reader.error(expected: expected, at: token, offset: name.unicodeScalars.count + 1)
         }
     }
 
+    /// `<name>.<operation>`: a handle's operation when an `open … as <name>` came before it in
+    /// the scenario, a connection's when a `db open … as <name>` did (either, when both did:
+    /// the run binds the name, and `close` closes what it is then).
     private func handleOperation(
         _ keyword: String, token: Token, reader: inout LineReader
     ) throws(ScenarioSyntaxError) -> (Action, ExpectationKind) {
@@ -298,7 +379,9 @@ private struct Parser {
         let handle = String(keyword[..<dot])
         let operation = String(keyword[keyword.index(after: dot)...])
         guard Self.isHandleName(handle) else { throw reader.error(expected: Self.statements, at: token) }
-        if databases.contains(handle) { return try databaseOperation(handle, operation, token: token, reader: &reader) }
+        if databases.contains(handle), !handles.contains(handle) || Self.databaseOperations.contains(operation) && operation != "close" {
+            return try databaseOperation(handle, operation, token: token, reader: &reader)
+        }
         guard handles.contains(handle) else {
             throw reader.error(expected: "a handle opened earlier in this scenario (`open <path> as \(handle)`)", at: token)
         }
@@ -316,8 +399,10 @@ private struct Parser {
         case "sync": return (.sync(handle: handle), .outcome)
         case "close": return (.close(handle: handle), .outcome)
         default:
-            throw reader.error(expected: "a handle operation (\(Self.operations.joined(separator: ", ")))", at: token,
-                               offset: handle.unicodeScalars.count + 1)
+            let expected = databases.contains(handle)
+                ? "a handle or database operation (\((Self.operations + Self.databaseOperations.filter { $0 != "close" }).joined(separator: ", ")))"
+                : "a handle operation (\(Self.operations.joined(separator: ", ")))"
+            throw reader.error(expected: expected, at: token, offset: handle.unicodeScalars.count + 1)
         }
     }
 
