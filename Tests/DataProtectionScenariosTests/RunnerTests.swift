@@ -65,9 +65,9 @@ struct RunnerTests {
     }
 
     @Test("a syntax error fails its own scenario once, naming file:line:column; the file's other scenarios run")
-    func syntaxError() {
+    func syntaxError() throws {
         let report = Support.run("scenario \"a\"\ndevice\nlock\n\nscenario \"b\"\ndevice\nadvance 10x\n", file: "broken.scenario")
-        #expect(report.results.count == 2)
+        try #require(report.results.count == 2, "\(report.text)")
         #expect(report.failed == 1)
         #expect(report.text == """
             PASS a

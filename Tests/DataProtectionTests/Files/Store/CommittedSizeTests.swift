@@ -21,8 +21,11 @@ struct CommittedSizeTests {
 
     /// Files written through a handle: a new file, one grown over its end (overwrite and growth
     /// in one commit), one appended to in several commits (a chain of several journals). Returns
-    /// each path with the content committed.
-    private static func writeThroughHandles(_ store: ProtectedStore, _ protectionClass: ProtectionClass, commit: Commit) throws -> [String: Data] {
+    /// each path with the content committed, and the handles, to be kept open until the crash (a
+    /// handle released earlier closes its file, which ends the chain with a header).
+    private static func writeThroughHandles(
+        _ store: ProtectedStore, _ protectionClass: ProtectionClass, commit: Commit
+    ) throws -> (committed: [String: Data], handles: [ProtectedFileHandle]) {
         let protection = ProtectionChoice(protectionClass)
         var committed: [String: Data] = [:]
         var readers: [ProtectedFileHandle] = []
@@ -60,8 +63,7 @@ struct CommittedSizeTests {
             case .closeBesideAnotherHandle: try handle.close()
             }
         }
-        _ = readers  // open until the crash
-        return committed
+        return (committed, readers + [created, grower, appender])
     }
 
     @Test("stat after a crash shows the size the next read returns, before and after the unlock",
@@ -69,8 +71,8 @@ struct CommittedSizeTests {
     func statAfterCrash(_ protectionClass: ProtectionClass, commit: Commit) throws {
         try withStore { fixture in
             let store = fixture.store
-            let committed = try Self.writeThroughHandles(store, protectionClass, commit: commit)
-            try fixture.device.crash()
+            let (committed, handles) = try Self.writeThroughHandles(store, protectionClass, commit: commit)
+            try withExtendedLifetime(handles) { try fixture.device.crash() }
             // Booted: only class `none` has its key (the chain authenticated); the others read it
             // as the header is, without a key.
             for (path, content) in committed {
@@ -97,7 +99,7 @@ struct CommittedSizeTests {
             let handle = try store.openFile(atPath: "f")
             try handle.write(contentsOf: patternBytes(30_000, seed: 3), atOffset: 10_000)
             try handle.synchronize()
-            try fixture.device.crash()
+            try withExtendedLifetime(handle) { try fixture.device.crash() }
             let journals = try FileManager.default.contentsOfDirectory(atPath: fixture.filesDirectory.path).filter { $0.hasSuffix(".j") }
             let name = try #require(journals.first, "the crash left the chain in its journal")
             let url = fixture.filesDirectory.appendingPathComponent(name)
