@@ -221,7 +221,7 @@ final class ScenarioSession {
         case .rm(let path): try store.removeItem(atPath: path)
         case .mv(let from, let to): try store.moveItem(atPath: from, toPath: to)
         case .cp(let from, let to, let protection): try store.copyItem(atPath: from, toPath: to, protection: ProtectionChoice(protection))
-        case .ls(let path): return .names(try store.contentsOfDirectory(atPath: path))  // side files: see `perform`
+        case .ls(let path): return .names(try store.contentsOfDirectory(atPath: path))  // compared without side files: `mismatch(of:with:)`
         case .stat(let path): return .attributes(try store.attributesOfItem(atPath: path))
         case .setClass(let path, let protection): try store.setProtectionClass(protection, ofItemAtPath: path)
 
