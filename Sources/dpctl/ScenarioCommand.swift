@@ -13,7 +13,7 @@ struct Scenario: ParsableCommand {
 extension Scenario {
     /// `dpctl scenario run <file-or-directory>... [--json]`.
     ///
-    /// Exit status: 0 when every scenario passed; 1 when any failed (a file with a
+    /// Exit status: 0 when every scenario passed; 1 when any failed (a scenario with a
     /// syntax error, or a path that is not a readable file or directory, counts as
     /// one failure); 64 for a usage error (from the argument parser).
     struct Run: ParsableCommand {

@@ -68,6 +68,15 @@ struct ParserTests {
         Malformed(text: "# c\n\nscenario \"t\"\t# x\n\tdevice\n  unlock  nope extra  # comment\n", line: 5, column: 16,
                   expected: "end of statement", found: "`extra`"),
         Malformed(text: "scenario \"t\"\r\ndevice\r\nlock lock\r\n", line: 3, column: 6, expected: "end of statement", found: "`lock`"),
+        // A name takes the operations of what the opens before it could make it (scenario language 1.1).
+        Malformed(text: "scenario \"t\"\ndevice\nopen a as h\nh.query \"SELECT 1\"\n", line: 4, column: 3,
+                  expected: "a handle operation", found: "`h.query`"),
+        Malformed(text: "scenario \"t\"\ndevice\ndb open a as d\nd.read 1\n", line: 4, column: 3,
+                  expected: "a database operation", found: "`d.read`"),
+        Malformed(text: "scenario \"t\"\ndevice\ndb open a as n\nopen a as n\nn.jump\n", line: 5, column: 3,
+                  expected: "a handle or database operation", found: "`n.jump`"),
+        Malformed(text: "scenario \"t\"\ndevice\nopen a as n\ndb open a as n\nn.jump\n", line: 5, column: 3,
+                  expected: "a handle or database operation", found: "`n.jump`"),
         // The second scenario's error is reported even though the first is fine.
         Malformed(text: "scenario \"a\"\ndevice\nlock\n\nscenario \"b\"\ndevice\nunlock 1 2\n", line: 7, column: 10,
                   expected: "end of statement", found: "`2`"),
@@ -84,6 +93,49 @@ struct ParserTests {
         #expect(error.expected.contains(sample.expected), "\(error)")
         #expect(error.found == sample.found, "\(error)")
         #expect(error.description == "bad.scenario:\(error.line):\(error.column): expected \(error.expected), found \(error.found)")
+    }
+
+    @Test("names are bound when a statement runs: an open does not retype a name for the statements after it")
+    func namesBoundAtRunTime() throws {
+        let scenarios = try ScenarioParser.parse("""
+            scenario "t"
+            device
+            db open a.db as d create
+            open f as d
+            d.query "SELECT 1"
+            d.write "x"
+            d.close
+            db open b.db as e
+            e.close
+            open f as h
+            h.close
+            """, file: "names.scenario")
+        let actions = try #require(scenarios.first).steps.map(\.action)
+        #expect(actions[2] == .query(database: "d", sql: "SELECT 1"), "the failed (or later closed) open of d as a handle leaves its queries")
+        #expect(actions[3] == .write(handle: "d", data: Data("x".utf8)))
+        #expect(actions[4] == .close(handle: "d"), "the run closes whatever d is then")
+        #expect(actions[6] == .closeDatabase(database: "e"))
+        #expect(actions[8] == .close(handle: "h"))
+    }
+
+    @Test("a syntax error fails its scenario only: the others of the file parse")
+    func syntaxErrorPerScenario() throws {
+        let text = "scenario \"a\"\ndevice\nlock\nscenario \"b\"\ndevice\nlock lock\nscenario \"c\"\ndevice\nunlock\n"
+        let parsed = ScenarioParser.scenarios(in: Data(text.utf8), file: "f.scenario")
+        #expect(parsed.count == 3)
+        guard parsed.count == 3 else { return }
+        guard case .scenario(let first) = parsed[0], case .malformed(let title, let location, let error) = parsed[1],
+              case .scenario(let last) = parsed[2] else {
+            Issue.record("expected a scenario, a malformed one, a scenario: \(parsed)")
+            return
+        }
+        #expect(first.title == "a" && first.steps.count == 1)
+        #expect(title == "b" && location.line == 4 && error.line == 6 && error.column == 6)
+        #expect(last.title == "c" && last.steps.count == 1)
+        // The throwing parse still reports the first error of the file.
+        #expect(throws: ScenarioSyntaxError(file: "f.scenario", line: 6, column: 6, expected: "end of statement", found: "`lock`")) {
+            try ScenarioParser.parse(text, file: "f.scenario")
+        }
     }
 
     @Test("invalid UTF-8 is a syntax error at its line and column")

@@ -1,5 +1,5 @@
 import DataProtection
-import DataProtectionScenarios
+@testable import DataProtectionScenarios
 import Foundation
 import Testing
 
@@ -64,16 +64,127 @@ struct RunnerTests {
         #expect(failure.actual.contains("(200 bytes, expected 200; first difference at byte 0)"), "\(failure.actual)")
     }
 
-    @Test("a syntax error fails the file once, naming file:line:column, and runs nothing in it")
-    func syntaxError() {
+    @Test("a syntax error fails its own scenario once, naming file:line:column; the file's other scenarios run")
+    func syntaxError() throws {
         let report = Support.run("scenario \"a\"\ndevice\nlock\n\nscenario \"b\"\ndevice\nadvance 10x\n", file: "broken.scenario")
-        #expect(report.results.count == 1)
+        try #require(report.results.count == 2, "\(report.text)")
         #expect(report.failed == 1)
         #expect(report.text == """
-            FAIL broken.scenario (broken.scenario:7:11): expected a duration unit (ms, s, m, h or d), found `10x`
-            0 passed, 1 failed
+            PASS a
+            FAIL b (broken.scenario:7:11): expected a duration unit (ms, s, m, h or d), found `10x`
+            1 passed, 1 failed
 
             """)
+        #expect(report.results[1].stepsRun == 0, "nothing of a scenario with a syntax error runs")
+        #expect(report.results[1].location.line == 5, "the result is the scenario's, which starts at its `scenario` line")
+    }
+
+    @Test("syntax errors of every kind fail only their scenario (scenario language 1.1)")
+    func syntaxErrorPerScenario() throws {
+        let report = Support.run("""
+            # before the first scenario
+            unlock
+            scenario "first"
+            device
+            unlock
+            put a "x"
+            get a -> "x"
+
+            scenario "unterminated string"
+            device
+            put a "x
+            get a -> "x"
+
+            scenario "statement"
+            device
+            frobnicate
+
+            scenario
+            device
+
+            scenario "unknown name"
+            device
+            h.read 1
+
+            scenario "last"
+            device
+            unlock
+            put a "y"
+            get a -> "y"
+            """, file: "mixed.scenario")
+        let statements = "a statement (unlock, lock, reboot, crash, advance, set-passcode, change-passcode, remove-passcode, "
+            + "erase, expect, mkdir, put, get, rm, mv, cp, ls, stat, set-class, open, db open, <handle>.<operation> or <db>.<operation>)"
+        #expect(report.text == """
+            FAIL mixed.scenario (mixed.scenario:2:1): expected `scenario "<title>"`, found `unlock`
+            PASS first
+            FAIL unterminated string (mixed.scenario:11:9): expected a closing quote, found end of line
+            FAIL statement (mixed.scenario:16:1): expected \(statements), found `frobnicate`
+            FAIL mixed.scenario (mixed.scenario:18:9): expected a title, found end of line
+            FAIL unknown name (mixed.scenario:23:1): expected a handle opened earlier in this scenario (`open <path> as h`), found `h.read`
+            PASS last
+            2 passed, 5 failed
+
+            """)
+        // A line that does not lex still begins its scenario when its first word is `scenario`.
+        let bytes = Data("scenario \"ok\"\ndevice\nscenario \"bad \\q\"\ndevice\nscenario \"after\"\ndevice\n".utf8)
+        let split = Support.runner.run(contents: bytes, file: "lex.scenario")
+        #expect(split.results.map(\.title) == ["ok", "lex.scenario", "after"])
+        #expect(split.results.map(\.passed) == [true, false, true])
+        var invalid = Data("scenario \"ok\"\ndevice\nscenario \"".utf8)
+        invalid.append(contentsOf: [0xFF, 0x22, 0x0A])
+        invalid.append(Data("device\nscenario \"after\"\ndevice\n".utf8))
+        let utf8 = Support.runner.run(contents: invalid, file: "utf8.scenario")
+        #expect(utf8.text == """
+            PASS ok
+            FAIL utf8.scenario (utf8.scenario:3:11): expected UTF-8 text, found an invalid byte sequence
+            PASS after
+            2 passed, 1 failed
+
+            """)
+    }
+
+    @Test("names are bound when a statement runs: a failed open leaves the name as it was")
+    func namesBoundAtRunTime() {
+        let report = Support.run("""
+            scenario "failed opens"
+            device
+            unlock
+            db open a.db as d create
+            d.exec "CREATE TABLE t(x); INSERT INTO t VALUES (7)"
+            open missing as d -> error fileNotFound
+            d.query "SELECT x FROM t" -> "7"
+            db open a.db as d -> error invalidArgument
+            d.query "SELECT x FROM t" -> "7"
+            d.read 1 -> error invalidArgument
+            d.close
+            d.close
+            db open missing.db as d -> error fileNotFound
+            d.query "SELECT 1" -> error handleClosed
+            open a.db as d mode=read
+            d.read 6 -> "SQLite"
+            d.query "SELECT 1" -> error invalidArgument
+            d.close
+            d.close
+            """)
+        #expect(report.text == "PASS failed opens\n1 passed, 0 failed\n", "\(report.text)")
+    }
+
+    @Test("ls is compared without the side files of databases in that directory, on both sides")
+    func sideFiles() {
+        #expect(ScenarioSession.sideFiles(in: ["a.db", "a.db-journal", "b.db-wal", "c", "c-wal", "d-journal-wal"]) == ["a.db-journal", "c-wal"])
+        #expect(ScenarioSession.sideFiles(in: ["x-journal", "x-wal", "y"]).isEmpty, "no database of that name beside them")
+        let report = Support.run("""
+            scenario "side files"
+            device
+            unlock
+            db open d/a.db as d create
+            d.exec "BEGIN; CREATE TABLE t(x)"
+            ls d -> a.db
+            ls d -> a.db a.db-journal
+            ls d -> a.db b
+            """)
+        #expect(report.results.first?.failure?.location.line == 8, "\(report.text)")
+        #expect(report.results.first?.failure?.message == "expected a.db b, got a.db")
     }
 
     @Test("a device that cannot be created fails at the device line")

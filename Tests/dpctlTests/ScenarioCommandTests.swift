@@ -75,16 +75,17 @@ struct ScenarioCommandTests {
             """)
     }
 
-    @Test("a syntax error: one FAIL line naming file:line:column, exit 1")
+    @Test("a syntax error: one FAIL line for its scenario naming file:line:column, the others run, exit 1")
     func syntaxError() throws {
-        let directory = try Self.files(["bad.scenario": "scenario \"x\"\ndevice grace=ten\nunlock\n"])
+        let directory = try Self.files(["bad.scenario": "scenario \"x\"\ndevice grace=ten\nunlock\nscenario \"y\"\ndevice\nunlock\n"])
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("bad.scenario").path
         let result = try DPCtlRunner.run(["scenario", "run", path])
         #expect(result.status == 1)
         #expect(result.standardOutput == """
-            FAIL \(path) (\(path):2:14): expected a duration such as 10s (units ms, s, m, h, d), found `grace=ten`
-            0 passed, 1 failed
+            FAIL x (\(path):2:14): expected a duration such as 10s (units ms, s, m, h, d), found `grace=ten`
+            PASS y
+            1 passed, 1 failed
 
             """)
     }

@@ -10,7 +10,7 @@ public struct ScenarioReport: Sendable, Hashable, Codable {
 
     /// How many passed.
     public var passed: Int { results.count { $0.passed } }
-    /// How many failed (a file with a syntax error counts as one).
+    /// How many failed (a scenario with a syntax error counts as one).
     public var failed: Int { results.count { !$0.passed } }
     /// Whether nothing failed.
     public var succeeded: Bool { failed == 0 }

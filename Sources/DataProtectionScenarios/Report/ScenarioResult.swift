@@ -4,7 +4,8 @@ import Foundation
 public struct ScenarioFailure: Sendable, Hashable, Codable {
     /// What kind of failure.
     public enum Kind: String, Sendable, Hashable, Codable {
-        /// The file does not follow the language; nothing in it ran.
+        /// The scenario does not follow the language, and did not run (the file, when the
+        /// error comes before its first scenario); the file's other scenarios ran.
         case syntax
         /// The file or directory could not be read.
         case file
@@ -61,7 +62,8 @@ public struct ScenarioResult: Sendable, Hashable, Codable {
     public var passed: Bool { failure == nil }
 
     /// The runner's output line: `PASS <title>`, `FAIL <title> (<file>:<line>): <expected>, <got>`,
-    /// or for a syntax error `FAIL <file> (<file>:<line>:<column>): expected …, found …`.
+    /// or for a syntax error `FAIL <title> (<file>:<line>:<column>): expected …, found …` (the
+    /// file in place of the title when the scenario has none, or the error is outside any).
     public var summary: String {
         guard let failure else { return "PASS \(title)" }
         let place = switch failure.kind {
@@ -72,10 +74,12 @@ public struct ScenarioResult: Sendable, Hashable, Codable {
         return "FAIL \(title) (\(place)): \(failure.message)"
     }
 
-    /// A file that does not parse: one failure for the whole file.
-    static func syntaxError(_ error: ScenarioSyntaxError) -> ScenarioResult {
+    /// A scenario that does not parse (`title`: its title, `nil` when its `scenario` line gives
+    /// none or the error is outside any scenario; `location`: where it starts): it fails, and
+    /// only it.
+    static func syntaxError(_ error: ScenarioSyntaxError, title: String?, location: ScenarioLocation) -> ScenarioResult {
         ScenarioResult(
-            title: error.file, location: ScenarioLocation(file: error.file, line: error.line, column: error.column),
+            title: title ?? error.file, location: location,
             failure: ScenarioFailure(kind: .syntax, location: ScenarioLocation(file: error.file, line: error.line, column: error.column),
                                      expected: error.expected, actual: error.found))
     }

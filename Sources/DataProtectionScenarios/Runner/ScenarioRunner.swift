@@ -30,7 +30,8 @@ public struct ScenarioRunner: Sendable {
     }
 
     /// Parses and runs the scenarios of one file's `contents` (`file` names it in reports).
-    /// A syntax error fails the file as one result, and nothing in it runs.
+    /// A syntax error fails its scenario, which does not run, and no other (scenario-language.md,
+    /// "Rulings (1.1)"); one before the first scenario, or a file without any, fails the file.
     public func run(contents: Data, file: String) -> ScenarioReport {
         ScenarioReport(results: runAll(Self.load(contents: contents, file: file)))
     }
@@ -50,10 +51,11 @@ public struct ScenarioRunner: Sendable {
     }
 
     static func load(contents: Data, file: String) -> [Job] {
-        do throws(ScenarioSyntaxError) {
-            return try ScenarioParser.parse(contents, file: file).map { .scenario($0) }
-        } catch {
-            return [.known(.syntaxError(error))]
+        ScenarioParser.scenarios(in: contents, file: file).map { parsed in
+            switch parsed {
+            case .scenario(let scenario): .scenario(scenario)
+            case .malformed(let title, let location, let error): .known(.syntaxError(error, title: title, location: location))
+            }
         }
     }
 

@@ -12,8 +12,41 @@ final class ScenarioSession {
     private(set) var store: ProtectedStore?
     private var observation: DeviceObservation?
     private let events = EventLog()
-    private var handles: [String: ProtectedFileHandle] = [:]
-    private var databases: [String: ProtectedDatabase] = [:]
+    /// What each name is bound to: the handle or connection its last successful `open … as` or
+    /// `db open … as` made (a failed one leaves the name as it was).
+    private var names: [String: Binding] = [:]
+    /// What an open of the other kind took a name from while it was still open: out of reach of
+    /// the scenario, closed like the others at `reboot`, `crash` and the end.
+    private var displaced: [Binding] = []
+
+    /// What a name is bound to.
+    private enum Binding {
+        case handle(ProtectedFileHandle)
+        case database(ProtectedDatabase)
+
+        /// Whether it is still open.
+        var isOpen: Bool {
+            switch self {
+            case .handle(let handle): (try? handle.offset()) != nil
+            case .database(let database): !database.isClosed
+            }
+        }
+    }
+
+    /// The handles the names are bound to.
+    private var handles: [String: ProtectedFileHandle] {
+        names.compactMapValues { if case .handle(let handle) = $0 { handle } else { nil } }
+    }
+
+    /// The connections the names are bound to.
+    private var databases: [String: ProtectedDatabase] {
+        names.compactMapValues { if case .database(let database) = $0 { database } else { nil } }
+    }
+
+    /// Every connection the session opened and may still hold, displaced ones included.
+    private var allDatabases: [ProtectedDatabase] {
+        (Array(names.values) + displaced).compactMap { if case .database(let database) = $0 { database } else { nil } }
+    }
 
     init(scenario: Scenario, in parent: URL) {
         self.scenario = scenario
@@ -67,7 +100,7 @@ final class ScenarioSession {
         } catch {
             outcome = .failed(error)
         }
-        if step.source.contains("->"), let mismatch = step.expectation.mismatch(with: outcome) {
+        if step.source.contains("->"), let mismatch = Self.mismatch(of: outcome, with: step.expectation) {
             return "FAIL: expected \(mismatch.expected), got \(mismatch.actual)"
         }
         return outcome.description
@@ -110,9 +143,10 @@ final class ScenarioSession {
     }
 
     private func tearDown() {
-        for handle in handles.values { try? handle.close() }
-        handles.removeAll()
+        for case .handle(let handle) in Array(names.values) + displaced { try? handle.close() }
         closeDatabases()
+        names.removeAll()
+        displaced.removeAll()
         observation?.cancel()
         observation = nil
         store = nil
@@ -136,7 +170,30 @@ final class ScenarioSession {
         } catch {
             outcome = .failed(error)
         }
-        return step.expectation.mismatch(with: outcome)
+        return Self.mismatch(of: outcome, with: step.expectation)
+    }
+
+    /// What `expectation` finds wrong with `outcome`; an `ls` is compared without the side
+    /// files of the databases in that directory.
+    private static func mismatch(of outcome: Outcome, with expectation: StepExpectation) -> Mismatch? {
+        guard case .names(let actual) = outcome else { return expectation.mismatch(with: outcome) }
+        let sideFiles = sideFiles(in: actual)
+        guard !sideFiles.isEmpty else { return expectation.mismatch(with: outcome) }
+        var expected = expectation
+        if case .names(let names) = expectation { expected = .names(names.filter { !sideFiles.contains($0) }) }
+        return expected.mismatch(with: .names(actual.filter { !sideFiles.contains($0) }))
+    }
+
+    /// The names in a listing that are SQLite's side files of a database beside them:
+    /// `<name>-journal` and `<name>-wal` where `<name>` is listed too. Whether one exists at a
+    /// given moment is SQLite's business, so `ls` is compared without them, on both sides
+    /// (scenario-language.md, "Rulings (1.1)"): a scenario's own file of such a name beside
+    /// another goes unchecked, never wrongly failed.
+    static func sideFiles(in names: [String]) -> Set<String> {
+        let listed = Set(names)
+        return Set(names.filter { name in
+            ["-journal", "-wal"].contains { suffix in name.hasSuffix(suffix) && listed.contains(String(name.dropLast(suffix.count))) }
+        })
     }
 
     private func execute(_ action: Action, store: ProtectedStore) throws(DataProtectionError) -> Outcome {
@@ -164,15 +221,15 @@ final class ScenarioSession {
         case .rm(let path): try store.removeItem(atPath: path)
         case .mv(let from, let to): try store.moveItem(atPath: from, toPath: to)
         case .cp(let from, let to, let protection): try store.copyItem(atPath: from, toPath: to, protection: ProtectionChoice(protection))
-        case .ls(let path): return .names(try store.contentsOfDirectory(atPath: path))
+        case .ls(let path): return .names(try store.contentsOfDirectory(atPath: path))  // compared without side files: `mismatch(of:with:)`
         case .stat(let path): return .attributes(try store.attributesOfItem(atPath: path))
         case .setClass(let path, let protection): try store.setProtectionClass(protection, ofItemAtPath: path)
 
         case .open(let path, let name, let mode, let create, let protection):
-            if let existing = handles[name], (try? existing.offset()) != nil {
+            if case .handle(let existing) = names[name], (try? existing.offset()) != nil {
                 throw DataProtectionError(.invalidArgument, "A handle named \(name) is already open.", hint: "Close it first, or pick another name.")
             }
-            handles[name] = try store.openFile(atPath: path, mode: mode, create: create, protection: ProtectionChoice(protection))
+            bind(name, to: .handle(try store.openFile(atPath: path, mode: mode, create: create, protection: ProtectionChoice(protection))))
         case .read(let name, let count):
             return .data(try handle(name).read(upToCount: Int(clamping: count)))
         case .readToEnd(let name): return .data(try handle(name).readToEnd())
@@ -183,34 +240,54 @@ final class ScenarioSession {
         case .size(let name): return .integer(try handle(name).size())
         case .truncate(let name, let size): try handle(name).truncate(atOffset: size)
         case .sync(let name): try handle(name).synchronize()
-        case .close(let name): try handle(name).close()
+        case .close(let name), .closeDatabase(let name): try close(name)
 
         case .openDatabase(let path, let name, let create, let protection, let wal):
-            if let existing = databases[name], !existing.isClosed {
+            if case .database(let existing) = names[name], !existing.isClosed {
                 throw DataProtectionError(.invalidArgument, "A connection named \(name) is already open.", hint: "Close it first, or pick another name.")
             }
-            databases[name] = try ProtectedDatabase(atPath: path, in: store, create: create, protection: ProtectionChoice(protection),
-                                                    journalMode: wal ? .wal : nil)
+            bind(name, to: .database(try ProtectedDatabase(atPath: path, in: store, create: create, protection: ProtectionChoice(protection),
+                                                           journalMode: wal ? .wal : nil)))
         case .exec(let name, let sql): try database(name).execute(sql)
         case .query(let name, let sql): return .data(Self.text(of: try database(name).query(sql)))
-        case .closeDatabase(let name): try database(name).close()
         }
         return .done
     }
 
+    /// `<name>.close`: closes what the name is bound to now, a handle or a connection; closing
+    /// a closed one succeeds and does nothing (scenario-language.md, "Rulings (1.1)").
+    private func close(_ name: String) throws(DataProtectionError) {
+        switch names[name] {
+        case .handle(let handle): try handle.close()
+        case .database(let database): database.close()
+        case nil: throw DataProtectionError(.invalidArgument, "Nothing is named \(name): no `open` or `db open` as \(name) succeeded.")
+        }
+    }
+
+    /// Binds `name` to what an open that succeeded made; an open one of the other kind it named
+    /// before stays open, out of the scenario's reach, until it is closed with the others.
+    private func bind(_ name: String, to binding: Binding) {
+        if let previous = names[name], previous.isOpen { displaced.append(previous) }
+        names[name] = binding
+    }
+
     private func database(_ name: String) throws(DataProtectionError) -> ProtectedDatabase {
-        guard let database = databases[name] else {
+        switch names[name] {
+        case .database(let database):
+            guard !database.isClosed else {
+                throw DataProtectionError(.handleClosed, "The connection \(name) is closed.", hint: "Open it again (connections close at reboot).")
+            }
+            return database
+        case .handle:
+            throw DataProtectionError(.invalidArgument, "\(name) is a file handle, not a database connection: its last successful open was `open`.")
+        case nil:
             throw DataProtectionError(.invalidArgument, "No connection named \(name): its `db open` did not succeed.")
         }
-        guard !database.isClosed else {
-            throw DataProtectionError(.handleClosed, "The connection \(name) is closed.", hint: "Open it again (connections close at reboot).")
-        }
-        return database
     }
 
     /// `reboot`, `crash` and the end of a scenario close every connection, as they close handles.
     private func closeDatabases() {
-        for database in databases.values { database.close() }
+        for database in allDatabases { database.close() }
     }
 
     /// Rows as text (scenario language 1.1): columns joined by `|`, rows by a newline,
@@ -225,10 +302,13 @@ final class ScenarioSession {
     }
 
     private func handle(_ name: String) throws(DataProtectionError) -> ProtectedFileHandle {
-        guard let handle = handles[name] else {
+        switch names[name] {
+        case .handle(let handle): return handle
+        case .database:
+            throw DataProtectionError(.invalidArgument, "\(name) is a database connection, not a file handle: its last successful open was `db open`.")
+        case nil:
             throw DataProtectionError(.invalidArgument, "No handle named \(name): its `open` did not succeed.")
         }
-        return handle
     }
 
     // MARK: - Checks

@@ -9,20 +9,61 @@ struct Lexer {
     let file: String
 
     /// The statement lines of `contents` (UTF-8; a `\r` before `\n` is dropped).
+    ///
+    /// - Throws: the first line's error, as ``lexedLines(of:)`` finds it.
     func lines(of contents: Data) throws(ScenarioSyntaxError) -> [Line] {
         var result: [Line] = []
+        for lexed in lexedLines(of: contents) {
+            switch lexed {
+            case .line(let line): result.append(line)
+            case .malformed(let error, _): throw error
+            }
+        }
+        return result
+    }
+
+    /// One line of a file after lexing: a statement line, or the error that stopped it.
+    enum LexedLine {
+        case line(Line)
+        /// `opensScenario`: the line starts with the word `scenario`, so it begins a scenario
+        /// however the rest of it is spelled.
+        case malformed(ScenarioSyntaxError, opensScenario: Bool)
+    }
+
+    /// Every line of `contents` lexed on its own: an error on one line leaves the others
+    /// readable (a syntax error fails only its scenario: scenario-language.md, "Rulings (1.1)").
+    /// Blank and comment-only lines are dropped.
+    func lexedLines(of contents: Data) -> [LexedLine] {
+        var result: [LexedLine] = []
         var number = 0
         for rawLine in contents.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
             number += 1
             var bytes = Data(rawLine)
             if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
+            let opensScenario = Self.startsWithScenario(bytes)
             guard let text = String(data: bytes, encoding: .utf8) else {
                 let valid = Self.validPrefixScalars(of: bytes)
-                throw ScenarioSyntaxError(file: file, line: number, column: valid + 1, expected: "UTF-8 text", found: "an invalid byte sequence")
+                result.append(.malformed(ScenarioSyntaxError(file: file, line: number, column: valid + 1, expected: "UTF-8 text",
+                                                             found: "an invalid byte sequence"), opensScenario: opensScenario))
+                continue
             }
-            if let line = try lex(text, number: number) { result.append(line) }
+            do throws(ScenarioSyntaxError) {
+                if let line = try lex(text, number: number) { result.append(.line(line)) }
+            } catch {
+                result.append(.malformed(error, opensScenario: opensScenario))
+            }
         }
         return result
+    }
+
+    /// Whether a raw line's first word is `scenario` (after blanks; followed by a blank, a
+    /// quote or nothing).
+    private static func startsWithScenario(_ bytes: Data) -> Bool {
+        let word = Array("scenario".utf8)
+        let rest = bytes.drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
+        guard rest.starts(with: word) else { return false }
+        guard let next = rest.dropFirst(word.count).first else { return true }
+        return next == UInt8(ascii: " ") || next == UInt8(ascii: "\t") || next == UInt8(ascii: "\"") || next == UInt8(ascii: "#")
     }
 
     /// Tokens of one line; `nil` for a blank or comment-only line.

@@ -8,8 +8,22 @@ public enum ScenarioParser {
     /// - Throws: ``ScenarioSyntaxError`` at the first statement that does not follow
     ///   the language, naming its line and column and what was expected there.
     public static func parse(_ contents: Data, file: String) throws(ScenarioSyntaxError) -> [Scenario] {
+        var parsedScenarios: [Scenario] = []
+        for parsed in Self.scenarios(in: contents, file: file) {
+            switch parsed {
+            case .scenario(let scenario): parsedScenarios.append(scenario)
+            case .malformed(_, _, let error): throw error
+            }
+        }
+        return parsedScenarios
+    }
+
+    /// Each scenario of `contents` parsed on its own: a syntax error fails its scenario only
+    /// (scenario-language.md, "Rulings (1.1)"); anything before the first `scenario` line, or
+    /// a file without one, fails as the file.
+    static func scenarios(in contents: Data, file: String) -> [ParsedScenario] {
         var parser = Parser(file: file)
-        return try parser.parse(try Lexer(file: file).lines(of: contents))
+        return parser.parse(Lexer(file: file).lexedLines(of: contents))
     }
 
     /// The scenarios in `text`.
@@ -62,11 +76,14 @@ private enum ExpectationKind {
     case builtIn
 }
 
-private struct Parser {
+/// Reads statement lines into steps; Parser+Scenarios.swift splits a file into its scenarios.
+struct Parser {
     let file: String
-    /// Handles opened so far in the current scenario.
+    /// The names an `open … as <h>` so far in the current scenario gives (whether it will succeed
+    /// or not: names are bound when a statement runs, scenario-language.md "Rulings (1.1)").
     var handles: Set<String> = []
-    /// Database connections opened so far in the current scenario (`db open … as <d>`).
+    /// The names a `db open … as <d>` so far in the current scenario gives. A name in both sets
+    /// takes the operations of either; which one it is, the run decides.
     var databases: Set<String> = []
 
     init(file: String) { self.file = file }
@@ -76,39 +93,9 @@ private struct Parser {
     static let operations = ["read", "read-to-end", "write", "seek", "seek-end", "offset", "size", "truncate", "sync", "close"]
     static let databaseOperations = ["exec", "query", "close"]
 
-    mutating func parse(_ lines: [Line]) throws(ScenarioSyntaxError) -> [Scenario] {
-        var scenarios: [Scenario] = []
-        var index = 0
-        while index < lines.count {
-            var reader = LineReader(file: file, line: lines[index])
-            let (keyword, token) = try reader.word("`scenario \"<title>\"`")
-            guard keyword == "scenario" else { throw reader.error(expected: "`scenario \"<title>\"`", at: token) }
-            guard reader.arrow == nil else { throw reader.error(expected: "end of line", at: reader.line.tokens[reader.arrow!]) }
-            let title = try reader.text("a title")
-            try reader.expectEnd("end of line")
-            let location = ScenarioLocation(file: file, line: lines[index].number, column: token.column)
-            index += 1
-
-            handles = []
-            databases = []
-            let setup = try device(index < lines.count ? lines[index] : nil, after: lines[index - 1])
-            index += 1
-            var steps: [Step] = []
-            while index < lines.count, lines[index].tokens.first?.word != "scenario" {
-                steps.append(try step(lines[index]))
-                index += 1
-            }
-            scenarios.append(Scenario(title: title, location: location, setup: setup, steps: steps))
-        }
-        guard !scenarios.isEmpty else {
-            throw ScenarioSyntaxError(file: file, line: 1, column: 1, expected: "`scenario \"<title>\"`", found: "end of file")
-        }
-        return scenarios
-    }
-
     // MARK: - device
 
-    private func device(_ line: Line?, after previous: Line) throws(ScenarioSyntaxError) -> DeviceSetup {
+    func device(_ line: Line?, after previous: Line) throws(ScenarioSyntaxError) -> DeviceSetup {
         let expected = "`device` (the first statement of a scenario)"
         guard let line else {
             throw ScenarioSyntaxError(file: file, line: previous.number + 1, column: 1, expected: expected, found: "end of file")
@@ -152,7 +139,7 @@ private struct Parser {
 
     // MARK: - Statements
 
-    fileprivate mutating func step(_ line: Line) throws(ScenarioSyntaxError) -> Step {
+    mutating func step(_ line: Line) throws(ScenarioSyntaxError) -> Step {
         var reader = LineReader(file: file, line: line)
         let (keyword, token) = try reader.word(Self.statements)
         let location = ScenarioLocation(file: file, line: line.number, column: token.column)
@@ -259,7 +246,6 @@ private struct Parser {
         guard Self.isHandleName(handle) else { throw reader.error(expected: "a handle name (letters, digits, _ and -)", at: token) }
         let options = try options(&reader, allowing: ["mode", "create", "class"])
         handles.insert(handle)
-        databases.remove(handle)
         return .open(path: path, handle: handle, mode: options.mode ?? .update, create: options.create, protection: options.protection)
     }
 
@@ -274,7 +260,6 @@ private struct Parser {
         guard Self.isHandleName(name) else { throw reader.error(expected: "a connection name (letters, digits, _ and -)", at: token) }
         let options = try options(&reader, allowing: ["create", "class", "wal"])
         databases.insert(name)
-        handles.remove(name)
         return .openDatabase(path: path, database: name, create: options.create, protection: options.protection, wal: options.wal)
     }
 
@@ -286,11 +271,16 @@ private struct Parser {
         case "query": return (.query(database: name, sql: try reader.text("SQL")), .data)
         case "close": return (.closeDatabase(database: name), .outcome)
         default:
-            throw reader.error(expected: "a database operation (\(Self.databaseOperations.joined(separator: ", ")))", at: token,
-                               offset: name.unicodeScalars.count + 1)
+            let expected = handles.contains(name)
+                ? "a handle or database operation (\((Self.operations + Self.databaseOperations.filter { $0 != "close" }).joined(separator: ", ")))"
+                : "a database operation (\(Self.databaseOperations.joined(separator: ", ")))"
+            throw reader.error(expected: expected, at: token, offset: name.unicodeScalars.count + 1)
         }
     }
 
+    /// `<name>.<operation>`: a handle's operation when an `open … as <name>` came before it in
+    /// the scenario, a connection's when a `db open … as <name>` did (either, when both did:
+    /// the run binds the name, and `close` closes what it is then).
     private func handleOperation(
         _ keyword: String, token: Token, reader: inout LineReader
     ) throws(ScenarioSyntaxError) -> (Action, ExpectationKind) {
@@ -298,7 +288,9 @@ private struct Parser {
         let handle = String(keyword[..<dot])
         let operation = String(keyword[keyword.index(after: dot)...])
         guard Self.isHandleName(handle) else { throw reader.error(expected: Self.statements, at: token) }
-        if databases.contains(handle) { return try databaseOperation(handle, operation, token: token, reader: &reader) }
+        if databases.contains(handle), !handles.contains(handle) || Self.databaseOperations.contains(operation) && operation != "close" {
+            return try databaseOperation(handle, operation, token: token, reader: &reader)
+        }
         guard handles.contains(handle) else {
             throw reader.error(expected: "a handle opened earlier in this scenario (`open <path> as \(handle)`)", at: token)
         }
@@ -316,8 +308,10 @@ private struct Parser {
         case "sync": return (.sync(handle: handle), .outcome)
         case "close": return (.close(handle: handle), .outcome)
         default:
-            throw reader.error(expected: "a handle operation (\(Self.operations.joined(separator: ", ")))", at: token,
-                               offset: handle.unicodeScalars.count + 1)
+            let expected = databases.contains(handle)
+                ? "a handle or database operation (\((Self.operations + Self.databaseOperations.filter { $0 != "close" }).joined(separator: ", ")))"
+                : "a handle operation (\(Self.operations.joined(separator: ", ")))"
+            throw reader.error(expected: expected, at: token, offset: handle.unicodeScalars.count + 1)
         }
     }
 

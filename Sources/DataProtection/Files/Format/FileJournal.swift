@@ -142,18 +142,40 @@ package struct FileJournal: Sendable {
     /// (`recordOpens`): its MAC leaves their ciphertext out, so a write torn inside a record
     /// shows there.
     static func decodeChain(_ data: Data, macKey: SecureBytes, fileID: Data, recordOpens: RecordCheck) -> [FileJournal] {
-        let bytes = Data(data)
-        var chain: [FileJournal] = []
-        var offset = 0
-        while chain.count < maximumChain, let (journal, records, end, version) = parse(bytes, from: offset), bytes.count >= end + 32 {
+        chain(in: Data(data), fileID: fileID) { bytes, offset, journal, records, end, version in
             let mac = version >= 3
                 ? bytes.withUnsafeBytes { all in
                     BLAKE2b.mac(key: macKey, bytes: authenticatedBytes(of: UnsafeRawBufferPointer(rebasing: all[offset..<end]),
                                                                       records: records.map { $0.lowerBound - offset..<$0.upperBound - offset }))
                 }
                 : BLAKE2b.mac(key: macKey, [.data(bytes.subdata(in: offset..<end))])
-            guard ConstantTime.equals(mac, bytes.subdata(in: end..<end + 32)), journal.fileID == fileID,
-                  version < 3 || journal.entries.allSatisfy(recordOpens) else { break }
+            return ConstantTime.equals(mac, bytes.subdata(in: end..<end + 32)) && (version < 3 || journal.entries.allSatisfy(recordOpens))
+        }
+    }
+
+    /// The chain at the start of `data` as ``decodeChain(_:macKey:fileID:recordOpens:)`` finds it,
+    /// but read without any key: each journal whole in length, of this file and numbered in
+    /// sequence, its MAC present (not the zeros a kept journal file is extended with ahead of its
+    /// chain, where a write cut short leaves them) but unchecked, its records unopened.
+    /// Unauthenticated, like the header a file's size is read from while its class key is away
+    /// (`stat`); what the file holds is only ever read after the chain authenticates.
+    package static func unauthenticatedChain(_ data: Data, fileID: Data) -> [FileJournal] {
+        chain(in: Data(data), fileID: fileID) { bytes, _, _, _, end, _ in
+            bytes[end..<end + 32].contains { $0 != 0 }
+        }
+    }
+
+    /// The journals that follow one another from offset 0 of `bytes` (indexed from 0), each of
+    /// this file, accepted by `accepts` (given the bytes, the journal's offset, the journal, where
+    /// its records lie, where its MAC starts and its version), numbered in sequence.
+    private static func chain(
+        in bytes: Data, fileID: Data,
+        accepts: (Data, Int, FileJournal, [Range<Int>], Int, UInt8) -> Bool
+    ) -> [FileJournal] {
+        var chain: [FileJournal] = []
+        var offset = 0
+        while chain.count < maximumChain, let (journal, records, end, version) = parse(bytes, from: offset), bytes.count >= end + 32 {
+            guard journal.fileID == fileID, accepts(bytes, offset, journal, records, end, version) else { break }
             if let last = chain.last {
                 guard version >= 2, journal.baseGeneration == last.baseGeneration, journal.sequence == last.sequence + 1 else { break }
             } else {

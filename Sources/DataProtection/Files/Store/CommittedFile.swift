@@ -185,23 +185,10 @@ struct CommittedFile {
         let journalPath = Self.journalPath(for: file.path)
         if !unlinked,
            let data = try file.fileSystem.readFile(at: journalPath, limit: FileJournal.maximumByteCount(recordStride: header.recordStride)) {
-            // A version-3 journal is whole only if its records open (its MAC leaves their ciphertext out).
-            let geometry = header
-            let opened = SecureBytes(count: geometry.chunkSize)  // each record's plaintext, wiped when released
-            let chain = FileJournal.decodeChain(data, macKey: keys.macKey, fileID: geometry.fileID) { entry in
-                entry.record.count <= geometry.chunkSize + ChunkRecords.overhead
-                    && (try? ChunkRecords.open(entry.record, range: 0..<entry.record.count, into: opened, at: 0, key: keys.chunkKey,
-                                               associatedData: geometry.chunkAssociatedData(entry.index))) != nil
-            }
-            if let first = chain.first, let last = chain.last {
-                // Over the header it was written against: redo its flushes and commit them. Over the
-                // header that committed them (its next generation, with the last journal's length and
-                // allocation): the header may have reached the disk before the records it commits,
-                // so redo the records. Anything else is stale: its flushes committed and later ones followed.
-                let uncommitted = first.baseGeneration == header.generation
-                let committed = first.baseGeneration < UInt64.max && first.baseGeneration + 1 == header.generation
-                    && last.length == header.length && last.allocatedRecords == header.allocatedRecords
-                if uncommitted || committed {
+            let chain = Self.decodedChain(in: data, over: header, keys: keys)
+            if let last = chain.last {
+                let standing = Self.standing(of: chain, over: header)
+                if standing != .stale {
                     // Only the file's key makes a journal that authenticates: one no writer writes is tampering (§9.1).
                     guard chain.allSatisfy({ $0.entries.count <= FileJournal.maximumEntries }) else {
                         throw .integrity("The file's journal holds more than \(FileJournal.maximumEntries) entries, which no writer writes: it was tampered with.")
@@ -215,7 +202,7 @@ struct CommittedFile {
                         }
                     }
                     try cutStaleRecords(length: last.length, allocated: last.allocatedRecords)
-                    if uncommitted { try writeHeader(length: last.length, allocated: last.allocatedRecords, keys: keys) }
+                    if standing == .uncommitted { try writeHeader(length: last.length, allocated: last.allocatedRecords, keys: keys) }
                     try sync()
                 }
             }

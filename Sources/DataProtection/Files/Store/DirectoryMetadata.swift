@@ -19,7 +19,10 @@ package struct DirectoryMetadata: Sendable, Hashable {
     static let unplacedByteCount = 4 + 1 + 16 + 1 + 32
 
     var id: Data
-    /// The class new entries take when none is given (`nil`: none was given to this directory).
+    /// The class new entries take when none is given. `nil` only for the root until its class
+    /// is set, and for a directory an earlier writer made under parents recording none; new
+    /// entries there take `completeUntilFirstUserAuthentication`. A directory made now records
+    /// its parent's class of the moment when none is given (``ProtectedStore/makeDirectories(_:protection:)``).
     var protectionClass: ProtectionClass?
     /// The place tags (two; none for a version-1 `dpdir`).
     var places: [Data]

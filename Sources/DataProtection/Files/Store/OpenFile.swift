@@ -127,15 +127,35 @@ final class OpenFile: @unchecked Sendable {
 
     /// The class and size recorded in the newest well-formed header, read without any key
     /// (for `stat` and listings while locked; authenticated on the next read), if the file
-    /// is bound to `place`.
+    /// is bound to `place`. Its length is the committed one, as the next open will find it:
+    /// when a crash left commits in a chain of journals beside the file, ahead of its header,
+    /// the chain's (authenticated, over the header that opens, when the class key is here).
     static func peekHeader(at path: FilePath, place: Place, device: Device) throws(DataProtectionError) -> FileHeader {
         let file = try DataFileDescriptor.open(path, fileSystem: device.fileSystem)
         defer { file.close() }
-        guard let newest = try CommittedFile.readSlots(file).first else {
+        let slots = try CommittedFile.readSlots(file)
+        guard let newest = slots.first else {
             throw .integrity("The file has no valid header: it is not a protected file, or it was tampered with.")
         }
         try FilePlaceRecords.verify(file, fileID: newest.1.header.fileID, place: place, device: device)
-        return newest.1.header
+        var header = newest.1.header
+        // Almost always no journal: a file closed cleanly leaves none, and nothing is unwrapped.
+        guard try device.fileSystem.status(at: CommittedFile.journalPath(for: path)) != nil else { return header }
+        var keys: FileKeys?
+        for (_, candidate) in slots {
+            do throws(DataProtectionError) {
+                keys = try FileKeys.unwrap(candidate, device: device)
+                header = candidate.header  // the newest that authenticates, as an open takes it
+                break
+            } catch where error.code == .protectedDataUnavailable {
+                break
+            } catch {
+                continue
+            }
+        }
+        defer { keys?.wipe() }
+        header.length = try CommittedFile.committedLength(of: file, header: header, keys: keys)
+        return header
     }
 
     /// Wraps a file just written by this process, whose header and keys are known:

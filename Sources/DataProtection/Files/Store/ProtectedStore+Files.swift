@@ -148,14 +148,10 @@ extension ProtectedStore {
             case .missing:
                 throw DataProtectionError(.fileNotFound, "No such file or directory: \(storePath).")
             case .directory:
-                // The class its new files would take: its own, else the nearest ancestor's, else the default.
-                var protectionClass = try directoryMetadata(at: location.disk, place: location.place).protectionClass
-                var ancestor = storePath
-                while protectionClass == nil, !ancestor.isRoot {
-                    ancestor = ancestor.parent
-                    let above = try locate(ancestor)
-                    protectionClass = try directoryMetadata(at: above.disk, place: above.place).protectionClass
-                }
+                // The class its new files take: the one it records, else (the root until its class is
+                // set, or a directory made under such parents) the default. No ancestor's: a directory
+                // keeps the class it took when it was made, whatever is set above it later.
+                let protectionClass = try directoryMetadata(at: location.disk, place: location.place).protectionClass
                 return ProtectedItemAttributes(type: .directory, size: 0, protectionClass: protectionClass ?? .default,
                                                creationDate: nil, modificationDate: modification)
             case .file:
@@ -414,6 +410,12 @@ extension ProtectedStore {
 
     /// Creates every missing directory of `path` (the last one with `protection`,
     /// the others inheriting), and returns the metadata of `path`.
+    ///
+    /// A directory made without a class records the class its parent gives new entries at
+    /// that moment (`completeUntilFirstUserAuthentication` for a parent that records none: the
+    /// root until its class is set), so that a later class of an ancestor changes nothing
+    /// below it and `stat` shows the class its new files take (`semantics.md`, "Protection
+    /// classes").
     @discardableResult
     func makeDirectories(_ path: StorePath, protection: ProtectionClass?) throws(DataProtectionError) -> DirectoryMetadata {
         var disk = root
@@ -428,7 +430,8 @@ extension ProtectedStore {
                 break
             case .missing:
                 let isLast = position == path.components.count - 1
-                let created = try DirectoryMetadata(id: Random.bytes(count: 16), protectionClass: (isLast ? protection : nil) ?? metadata.protectionClass,
+                let inherited = metadata.protectionClass ?? .default
+                let created = try DirectoryMetadata(id: Random.bytes(count: 16), protectionClass: (isLast ? protection : nil) ?? inherited,
                                                     place: place, device: device)
                 try createDirectoryEntry(created, at: entry, in: disk)
             }
