@@ -2,19 +2,19 @@ import DataProtection
 import Foundation
 import Testing
 
-/// The README's exit-status table lists every status dpctl can exit with.
+/// The exit-status table of the command-line reference (Docs/CommandLine.md) lists every status dpctl can exit with.
 @Suite("dpctl exit statuses")
 struct ExitStatusTableTests {
     static let readme = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("README.md")
+        .appendingPathComponent("Docs/CommandLine.md")
 
     @Test("every error code, success, scenario failure and usage error has a row")
     func everyStatusHasARow() throws {
         let text = try String(contentsOf: Self.readme, encoding: .utf8)
-        guard let table = text.components(separatedBy: "## `dpctl` exit statuses").dropFirst().first?
+        guard let table = text.components(separatedBy: "## Exit statuses").dropFirst().first?
             .components(separatedBy: "\n## ").first else {
-            Issue.record("no exit status section in the README")
+            Issue.record("no exit status section in Docs/CommandLine.md")
             return
         }
         let rows = table.split(separator: "\n").filter { $0.hasPrefix("| ") && !$0.hasPrefix("| status") }

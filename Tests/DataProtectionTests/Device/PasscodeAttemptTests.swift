@@ -183,11 +183,11 @@ struct PasscodeAttemptTests {
         }
     }
 
-    @Test("a non-empty passcode on a device without a passcode is incorrectPasscode, counted")
+    @Test("a non-empty passcode on a device without a passcode is incorrectPasscode, not counted")
     func passcodeOnDeviceWithout() throws {
         try withDevice { fixture in
             expectError(.incorrectPasscode) { try fixture.device.unlock(passcode: "1234") }
-            #expect(fixture.device.failedPasscodeAttempts == 1)
+            #expect(fixture.device.failedPasscodeAttempts == 0)
             #expect(fixture.device.state == .booted)
             try fixture.device.unlock()
             #expect(fixture.device.failedPasscodeAttempts == 0)
