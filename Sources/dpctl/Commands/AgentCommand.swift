@@ -125,15 +125,17 @@ struct AgentCommand: ParsableCommand {
 
     struct Stop: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Stop the agent: a reboot (handles flushed and closed, keys wiped); waits until it has exited.")
+            abstract: "Stop the agent: a reboot (handles flushed and closed, keys wiped); waits until it has exited.",
+            discussion: "With no agent running, there is nothing to stop: a note, exit 0 (as `systemctl stop`).")
 
         @OptionGroup var storeOptions: StoreOptions
 
         func run() throws {
             try reporting {
                 let location = try Session.location(storeOptions)
+                // Like `systemctl stop`: nothing to stop is success, with a note.
                 guard let agent = try Session.agent(location) else {
-                    throw DataProtectionError(.fileNotFound, "No agent serves this store.", hint: "Start one: `dpctl agent start`.")
+                    return print("No agent serves this store: nothing to stop.")
                 }
                 let pid = agent.agentProcessIdentifier
                 try agent.stopAgent()
