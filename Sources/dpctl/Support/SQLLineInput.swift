@@ -34,7 +34,16 @@ final class SQLLineInput {
     static func prompt(_ prompt: SQLPrompt) -> SQLLineInput { SQLLineInput(.prompt(prompt)) }
 
     /// Whether a whole line is at hand, to be taken without waiting for a read.
-    var hasBufferedLine: Bool { returned != nil || buffer[position...].contains(0x0A) || (ended && position < buffer.count) }
+    var hasBufferedLine: Bool { returned != nil || nextNewline() != nil || (ended && position < buffer.count) }
+
+    /// Where the next newline is in the buffer, if it holds one (searched with memchr(3): a
+    /// loop over the bytes costs ten instructions each).
+    private func nextNewline() -> Int? {
+        guard position < buffer.count else { return nil }
+        return buffer.withUnsafeBytes { bytes in
+            memchr(bytes.baseAddress! + position, 0x0A, bytes.count - position).map { UnsafeRawPointer($0) - bytes.baseAddress! }
+        }
+    }
 
     /// The next line, with its newline (one is added to a last line without it); `nil` at the end.
     /// `continuing`: inside a statement (the prompt shows `...> `).
@@ -47,7 +56,7 @@ final class SQLLineInput {
             return prompt.nextLine(continuing: continuing).map { $0 + "\n" }
         }
         while true {
-            if let newline = buffer[position...].firstIndex(of: 0x0A) {
+            if let newline = nextNewline() {
                 defer { position = newline + 1 }
                 return try Self.text(buffer[position...newline])
             }

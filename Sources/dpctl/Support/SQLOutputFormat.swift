@@ -58,7 +58,11 @@ struct SQLOutputFormat {
         switch mode {
         case .list:
             if first && headers { out.append(Self.joined(row.columns.map { Data($0.utf8) }, "|", end: "\n")) }
-            out.append(Self.joined(row.values.indices.map { Self.cString(row, $0) }, "|", end: "\n"))
+            for index in row.values.indices {
+                if index > 0 { out.append(UInt8(ascii: "|")) }
+                out.append(Self.cString(row, index))
+            }
+            out.append(0x0A)
         case .csv:
             if first && headers { out.append(Self.joined(row.columns.map { Self.csvField(Data($0.utf8)) }, ",", end: "\r\n")) }
             out.append(Self.joined(row.values.indices.map { index in

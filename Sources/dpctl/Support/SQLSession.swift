@@ -137,7 +137,7 @@ final class SQLSession: @unchecked Sendable {
     /// Adds a line to the statement being read; its complete statements go to `queued`.
     private func add(_ line: String) {
         statement += line
-        guard line.contains(";"), ProtectedDatabase.isComplete(statement) else { return }
+        guard Self.hasSemicolon(line), ProtectedDatabase.isComplete(statement) else { return }
         if !format.needsStatementBoundaries {
             queued.append(statement)
             statement = ""
@@ -186,6 +186,12 @@ final class SQLSession: @unchecked Sendable {
             return parsed.query
         }
         return nil
+    }
+
+    /// Whether `line` holds a semicolon (memchr(3) on its UTF-8: most lines of a script have one).
+    private static func hasSemicolon(_ line: String) -> Bool {
+        var line = line
+        return line.withUTF8 { bytes in bytes.count > 0 && memchr(bytes.baseAddress!, 0x3B, bytes.count) != nil }
     }
 
     /// Whether `text` holds only blanks and comments (`-- …` to the end of a line, `/* … */`).
