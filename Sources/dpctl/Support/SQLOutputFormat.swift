@@ -60,7 +60,7 @@ struct SQLOutputFormat {
             if first && headers { out.append(Self.joined(row.columns.map { Data($0.utf8) }, "|", end: "\n")) }
             for index in row.values.indices {
                 if index > 0 { out.append(UInt8(ascii: "|")) }
-                out.append(Self.cString(row, index))
+                Self.appendCString(row, index, to: &out)
             }
             out.append(0x0A)
         case .csv:
@@ -145,11 +145,25 @@ struct SQLOutputFormat {
     /// The value as `sqlite3` prints it in the text modes: SQLite's text of it, a blob's
     /// bytes up to the first NUL (it is printed as a C string), NULL as nothing.
     private static func cString(_ row: SQLiteRow, _ index: Int) -> Data {
+        var out = Data()
+        appendCString(row, index, to: &out)
+        return out
+    }
+
+    /// Appends ``cString(_:_:)`` to `out` (searched with memchr(3): a row's text is scanned once).
+    private static func appendCString(_ row: SQLiteRow, _ index: Int, to out: inout Data) {
+        func append(_ bytes: UnsafeRawBufferPointer) {
+            guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
+            let count = memchr(base, 0, bytes.count).map { UnsafeRawPointer($0) - base } ?? bytes.count
+            out.append(base.assumingMemoryBound(to: UInt8.self), count: count)
+        }
         switch row.values[index] {
-        case .null: return Data()
-        case .blob(let bytes): return bytes.firstIndex(of: 0).map { bytes[bytes.startIndex..<$0] } ?? bytes
-        case .text(let text): return Data((text.firstIndex(of: "\0").map { String(text[..<$0]) } ?? text).utf8)
-        default: return Data((row.texts[index] ?? "").utf8)
+        case .null: return
+        case .blob(let bytes): bytes.withUnsafeBytes(append)
+        case .text(var text): text.withUTF8 { append(UnsafeRawBufferPointer($0)) }
+        default:
+            guard var text = row.texts[index] else { return }
+            text.withUTF8 { append(UnsafeRawBufferPointer($0)) }
         }
     }
 
