@@ -176,4 +176,68 @@ import Testing
         let arrays = result.standardOutput.split(separator: "]\n").map { try? JSONSerialization.jsonObject(with: Data(($0 + "]").utf8)) as? [[String: Any]] }
         #expect(arrays.count == 2 && arrays.allSatisfy { $0 != nil })
     }
+
+    @Test("at a terminal (a pseudo-terminal through script(1)): .tables, .schema, .mode and .headers at the sql> prompt, an unknown command reported and the session going on, .quit to leave; in one process and through the agent",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script")), arguments: [false, true])
+    func atThePrompt(throughAgent: Bool) throws {
+        let (fixture, agent) = try store(throughAgent: throughAgent)
+        defer { agent?.stop() }
+        #expect(try fixture.run(["sql", "a.db", "--create", "CREATE TABLE distinct_table_name(x); INSERT INTO distinct_table_name VALUES (42)"]).status == 0)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
+        process.arguments = ["-qec", "'\(DPCtlRunner.executable.path)' sql a.db", "/dev/null"]
+        process.environment = fixture.environment(passcode: "1234", extra: ["TERM": "xterm"])
+        let input = Pipe(), output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = output
+        let shown = Shown()
+        output.fileHandleForReading.readabilityHandler = { handle in shown.append(handle.availableData) }
+        try process.run()
+        func waitFor(_ expected: String) -> Bool {
+            let deadline = Date().addingTimeInterval(20)
+            while Date() < deadline {
+                if shown.text.contains(expected) { return true }
+                Thread.sleep(forTimeInterval: 0.02)
+            }
+            return false
+        }
+        #expect(waitFor("Ctrl-D leaves"))
+        // What each line shows is not in the line itself (the terminal echoes what is typed); the
+        // terminal turns each newline into \\r\\n, so CSV rows (which end in \\r\\n) end in \\r\\r\\n.
+        for (line, expected) in [(".tables\r", "\r\ndistinct_table_name\r\n"), (".schema\r", "CREATE TABLE distinct_table_name(x);"),
+                                 (".mode csv\r", "sql> "), (".headers on\r", "sql> "),
+                                 ("SELECT x, upper('a b') AS y FROM distinct_table_name;\r", "x,y\r\r\n42,\"A B\"\r\r\n"),
+                                 (".bogus\r", "Unknown command"), (".mode list\r", "sql> "), ("SELECT upper('after') || ' error';\r", "AFTER error")] {
+            input.fileHandleForWriting.write(Data(line.utf8))
+            #expect(waitFor(expected), "after \(line.debugDescription): \(shown.text.suffix(400).debugDescription)")
+        }
+        #expect(!shown.text.contains("...> "), "a dot-command never continues a statement: \(shown.text.debugDescription)")
+        input.fileHandleForWriting.write(Data(".quit\r".utf8))
+        func exited(within seconds: Double) -> Bool {
+            let deadline = Date().addingTimeInterval(seconds)
+            while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+            return !process.isRunning
+        }
+        let quit = exited(within: 20)
+        #expect(quit, ".quit ends the session")
+        if !quit {
+            // Not left behind: the end of input, else the terminal taken away.
+            try? input.fileHandleForWriting.close()
+            if !exited(within: 5) { kill(process.processIdentifier, SIGKILL) }
+        }
+        process.waitUntilExit()
+        output.fileHandleForReading.readabilityHandler = nil
+        #expect(quit && process.terminationStatus == 0)
+    }
+}
+
+/// Bytes gathered from a reading handler's thread.
+private final class Shown: @unchecked Sendable {
+    private let lock = NSLock()
+    private var bytes = Data()
+
+    func append(_ data: Data) { lock.withLock { bytes.append(data) } }
+
+    var text: String { lock.withLock { String(decoding: bytes, as: UTF8.self) } }
 }
