@@ -44,6 +44,18 @@ struct BenchCommandTests {
         #expect(left.isEmpty)
     }
 
+    @Test("--json prints the rows as one JSON object: each row's figure, baseline, ratio, target")
+    func json() throws {
+        let fixture = try StoreFixture()
+        let result = try fixture.run(["bench", "--sqlite-only", "--sqlite-scale", "1000", "--rounds", "1", "--quiet", "--json",
+                                      "--directory", fixture.directory.path])
+        #expect(result.status == 0, "\(result.standardError)")
+        let rows = try #require(try result.json()["rows"] as? [[String: Any]])
+        #expect(rows.count == 6, "\(rows)")
+        #expect(rows.allSatisfy { $0["what"] is String && $0["store"] is String && $0["baseline"] is String && $0["target"] is String })
+        #expect(rows.contains { ($0["what"] as? String)?.contains("insert") == true })
+    }
+
     @Test("--sqlite-only prints the six SQLite rows and nothing else, each with a ratio against plain SQLite")
     func sqliteOnly() throws {
         let lines = try sqliteOnlyLines(scale: 1000, rounds: 2)

@@ -3,12 +3,31 @@ import Testing
 
 @Suite("dpctl shell")
 struct ShellTests {
-    /// Runs `dpctl shell --device <device>` with `statements` on standard input.
-    static func shell(_ statements: String, device: String) throws -> DPCtlRunner.Result {
+    /// Runs `dpctl shell --device-statement <device>` with `statements` on standard input (and `options`).
+    static func shell(_ statements: String, device: String, options: [String] = []) throws -> DPCtlRunner.Result {
         let input = FileManager.default.temporaryDirectory.appendingPathComponent("dpctl-shell-\(UUID()).txt")
         defer { try? FileManager.default.removeItem(at: input) }
         try Data(statements.utf8).write(to: input)
-        return try DPCtlRunner.run(["shell", "--device", device], input: input)
+        return try DPCtlRunner.run(["shell", "--device-statement", device] + options, input: input)
+    }
+
+    @Test("--device is a directory, as for every other command: the device and its store are made in it (and removed at the end); a device statement given to --device is refused with the option to use")
+    func deviceDirectory() throws {
+        let parent = FileManager.default.temporaryDirectory.appendingPathComponent("dpctl-shell-device-\(UUID())")
+        try FileManager.default.createDirectory(at: parent, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: parent) }
+        let input = parent.appendingPathComponent("statements.txt")
+        try Data("unlock 1234\nput a \"hi\"\nget a\n".utf8).write(to: input)
+        let result = try DPCtlRunner.run(["shell", "--device", parent.path, "--device-statement", "device passcode=1234"], input: input)
+        #expect(result.status == 0, "\(result.standardError)")
+        #expect(result.standardOutput == "ok\nok\n\"hi\"\n")
+        let left = try FileManager.default.contentsOfDirectory(atPath: parent.path)
+        #expect(left == ["statements.txt"], "\(left)")
+        let old = try DPCtlRunner.run(["shell", "--device", "device passcode=1234"], input: input)
+        #expect(old.status == 64, "\(old.standardError)")
+        #expect(old.standardError.contains("--device-statement"), "\(old.standardError)")
+        let notADirectory = try DPCtlRunner.run(["shell", "--device", input.path], input: input)
+        #expect(notADirectory.status == 64 && notADirectory.standardError.contains("not a directory"), "\(notADirectory.standardError)")
     }
 
     @Test("statements typed into the shell keep one device alive and print each result")

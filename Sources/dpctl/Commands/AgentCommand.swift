@@ -39,6 +39,8 @@ struct AgentCommand: ParsableCommand {
         @Flag(name: .customLong("detached-child"), help: .hidden)
         var detachedChild = false
 
+        @OptionGroup var output: OutputOptions
+
         func run() throws {
             try reporting {
                 let location = try Session.location(storeOptions)
@@ -75,7 +77,11 @@ struct AgentCommand: ParsableCommand {
                 source.resume()
                 sources.append(source)
             }
-            FileHandle.standardOutput.write("\(Self.readyPrefix) pid \(getpid()), socket \(server.socketPath)\n")
+            if output.json && !detachedChild {
+                try printJSON(CommandReport(["agent": .agent(CommandReport.Agent(pid: getpid(), socket: server.socketPath))]))
+            } else {
+                FileHandle.standardOutput.write("\(Self.readyPrefix) pid \(getpid()), socket \(server.socketPath)\n")
+            }
             if detachedChild {
                 // The starter has its line: from now on nothing holds its pipe or a terminal.
                 let null = open("/dev/null", O_RDWR)
@@ -101,23 +107,28 @@ struct AgentCommand: ParsableCommand {
             if let store = storeOptions.store { arguments += ["--store", store] }
             if let device = storeOptions.device { arguments += ["--device", device] }
             process.arguments = arguments
-            let output = Pipe()
+            let pipe = Pipe()
             process.standardInput = FileHandle.nullDevice
-            process.standardOutput = output
-            process.standardError = output
+            process.standardOutput = pipe
+            process.standardError = pipe
             do {
                 try process.run()
             } catch {
                 throw DataProtectionError(.ioFailure, "Cannot start the agent: \(error.localizedDescription).")
             }
-            try? output.fileHandleForWriting.close()
+            try? pipe.fileHandleForWriting.close()
             var received = Data()
-            while let chunk = try? output.fileHandleForReading.read(upToCount: 4096), !chunk.isEmpty {
+            while let chunk = try? pipe.fileHandleForReading.read(upToCount: 4096), !chunk.isEmpty {
                 received.append(chunk)
                 let text = String(decoding: received, as: UTF8.self)
                 if let line = text.split(separator: "\n").first(where: { $0.hasPrefix(Self.readyPrefix) }) {
-                    print("Agent started: \(line.dropFirst(Self.readyPrefix.count).trimmingCharacters(in: .whitespaces)).")
-                    return
+                    let ready = line.dropFirst(Self.readyPrefix.count).trimmingCharacters(in: .whitespaces)
+                    guard output.json else { return print("Agent started: \(ready).") }
+                    // `pid <n>, socket <path>`: the socket path may hold anything but a newline.
+                    let fields = ready.split(separator: ",", maxSplits: 1)
+                    let pid = fields.first.flatMap { Int32($0.dropFirst("pid ".count)) } ?? 0
+                    let socket = fields.count == 2 ? String(fields[1].trimmingCharacters(in: .whitespaces).dropFirst("socket ".count)) : ""
+                    return try printJSON(CommandReport(["agent": .agent(CommandReport.Agent(pid: pid, socket: socket))]))
                 }
             }
             process.waitUntilExit()
@@ -128,23 +139,29 @@ struct AgentCommand: ParsableCommand {
 
     struct Stop: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Stop the agent: a reboot (handles flushed and closed, keys wiped); waits until it has exited.")
+            abstract: "Stop the agent: a reboot (handles flushed and closed, keys wiped); waits until it has exited.",
+            discussion: "With no agent running, there is nothing to stop: a note, exit 0 (as `systemctl stop`).")
 
         @OptionGroup var storeOptions: StoreOptions
+        @OptionGroup var output: OutputOptions
 
         func run() throws {
             try reporting {
                 let location = try Session.location(storeOptions)
+                // Like `systemctl stop`: nothing to stop is success, with a note.
                 guard let agent = try Session.agent(location) else {
-                    throw DataProtectionError(.fileNotFound, "No agent serves this store.", hint: "Start one: `dpctl agent start`.")
+                    if output.json { return try printJSON(CommandReport(["stopped": .bool(false), "agent": .null])) }
+                    return print("No agent serves this store: nothing to stop.")
                 }
                 let pid = agent.agentProcessIdentifier
+                let stopped = CommandReport.Agent(agent)
                 try agent.stopAgent()
                 agent.close()
                 let deadline = ContinuousClock.now + .seconds(60)
                 while Self.isRunning(pid) && ContinuousClock.now < deadline {
                     Thread.sleep(forTimeInterval: 0.02)
                 }
+                if output.json { return try printJSON(CommandReport(["stopped": .bool(true), "agent": .agent(stopped)])) }
                 print("Stopped the agent (pid \(pid)): handles flushed and closed, keys wiped.")
             }
         }

@@ -33,6 +33,9 @@ struct Bench: ParsableCommand {
     @Flag(name: .customLong("quiet"), help: "No progress lines on standard error.")
     var quiet = false
 
+    @Flag(name: .customLong("json"), help: "Print the rows as a JSON object (`{\"rows\": [...]}`, sorted keys) instead of the table.")
+    var json = false
+
     @Flag(name: .customLong("sqlite"),
           help: "Add the SQLite rows: 100k inserts in transactions of 1000, 10k autocommit inserts and 100k point selects, on a protected database and on an ordinary file, synchronous=FULL, rollback journal and WAL (a few minutes: every autocommit insert is fsynced).")
     var sqlite = false
@@ -86,6 +89,7 @@ struct Bench: ParsableCommand {
             } catch {
                 throw DataProtectionError(.ioFailure, "The benchmark failed: \(error)")
             }
+            if json { return try printJSON(["rows": report.rows]) }
             print(report.rendered(), terminator: "")
         }
     }

@@ -8,6 +8,7 @@ struct Erase: ParsableCommand {
         abstract: "Erase the device: every file becomes unrecoverable at once; the store starts afresh with no passcode.")
 
     @OptionGroup var storeOptions: StoreOptions
+    @OptionGroup var output: OutputOptions
 
     @Flag(name: .customLong("yes"), help: "Confirm the erase.")
     var yes = false
@@ -21,7 +22,8 @@ struct Erase: ParsableCommand {
             // The session (and so the store, which removes the files) lives until the erase is done.
             let session = try Session(storeOptions)
             try withExtendedLifetime(session) { () throws(DataProtectionError) in try session.device.erase() }
-            print("Erased the store at \(storeOptions.directory.path): no passcode, no files.")
+            try CommandReport(["store": .text(storeOptions.directory.path), "erased": .bool(true), "passcodeSet": .bool(false)])
+                .print(json: output.json, text: "Erased the store at \(storeOptions.directory.path): no passcode, no files.")
         }
     }
 }

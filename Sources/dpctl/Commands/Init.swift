@@ -10,6 +10,7 @@ struct Init: ParsableCommand {
 
     @OptionGroup var storeOptions: StoreOptions
     @OptionGroup var passcodeOptions: PasscodeOptions
+    @OptionGroup var output: OutputOptions
 
     @Flag(name: .customLong("no-passcode"), help: "Create the store without a passcode.")
     var noPasscode = false
@@ -21,8 +22,10 @@ struct Init: ParsableCommand {
                 : try PasscodeInput.obtain(file: passcodeOptions.passcodeFile, prompt: "New passcode: ", confirm: true,
                                       alternative: "pass --no-passcode for a store without one")
             // With a passcode, the device is created with it: no passcode-free keybag is ever written.
-            _ = try Session(creating: storeOptions, passcode: passcode)
-            print("Created the store at \(storeOptions.directory.path)" + (passcode == nil ? " (no passcode)." : " with a passcode."))
+            let session = try Session(creating: storeOptions, passcode: passcode)
+            try CommandReport(["store": .text(storeOptions.directory.path), "device": .text(session.location.device.path),
+                               "passcodeSet": .bool(passcode != nil)])
+                .print(json: output.json, text: "Created the store at \(storeOptions.directory.path)" + (passcode == nil ? " (no passcode)." : " with a passcode."))
         }
     }
 }

@@ -9,12 +9,15 @@ struct Lock: ParsableCommand {
         discussion: "Files of class complete become unavailable after the grace period; completeUntilFirstUserAuthentication files stay available.")
 
     @OptionGroup var storeOptions: StoreOptions
+    @OptionGroup var output: OutputOptions
 
     func run() throws {
         try reporting {
             let session = try Session(storeOptions)
-            try session.requireAgent(for: "lock").device.lock()
-            print("Locked.")
+            let agent = try session.requireAgent(for: "lock")
+            try agent.device.lock()
+            try CommandReport(["state": .text(try agent.device.state.rawValue), "agent": .agent(CommandReport.Agent(agent))])
+                .print(json: output.json, text: "Locked.")
         }
     }
 }

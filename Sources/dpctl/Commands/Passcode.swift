@@ -28,6 +28,7 @@ struct PasscodeCommand: ParsableCommand {
 
         @OptionGroup var storeOptions: StoreOptions
         @OptionGroup var passcodeOptions: PasscodeOptions
+        @OptionGroup var output: OutputOptions
 
         func run() throws {
             try reporting {
@@ -38,7 +39,7 @@ struct PasscodeCommand: ParsableCommand {
                 let passcode = try PasscodeInput.obtain(file: passcodeOptions.passcodeFile, prompt: "New passcode: ", confirm: true)
                 try session.device.unlock(passcode: nil)
                 try session.device.setPasscode(passcode)
-                print("Passcode set.")
+                try CommandReport(["passcodeSet": .bool(true)]).print(json: output.json, text: "Passcode set.")
             }
         }
     }
@@ -49,6 +50,7 @@ struct PasscodeCommand: ParsableCommand {
 
         @OptionGroup var storeOptions: StoreOptions
         @OptionGroup var passcodeOptions: PasscodeOptions
+        @OptionGroup var output: OutputOptions
         @OptionGroup var newPasscode: NewPasscodeOptions
 
         func run() throws {
@@ -61,7 +63,7 @@ struct PasscodeCommand: ParsableCommand {
                 try session.device.unlock(passcode: old)
                 let new = try newPasscode.read()
                 try session.device.changePasscode(from: old, to: new)
-                print("Passcode changed.")
+                try CommandReport(["passcodeSet": .bool(true)]).print(json: output.json, text: "Passcode changed.")
             }
         }
     }
@@ -72,6 +74,7 @@ struct PasscodeCommand: ParsableCommand {
 
         @OptionGroup var storeOptions: StoreOptions
         @OptionGroup var passcodeOptions: PasscodeOptions
+        @OptionGroup var output: OutputOptions
 
         func run() throws {
             try reporting {
@@ -82,7 +85,7 @@ struct PasscodeCommand: ParsableCommand {
                 let old = try PasscodeInput.obtain(file: passcodeOptions.passcodeFile, prompt: "Current passcode: ")
                 try session.device.unlock(passcode: old)
                 try session.device.removePasscode(old)
-                print("Passcode removed.")
+                try CommandReport(["passcodeSet": .bool(false)]).print(json: output.json, text: "Passcode removed.")
             }
         }
     }

@@ -8,11 +8,15 @@ import Foundation
 struct Put: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Store a local file (or standard input with `-`) at a path in the store.",
-        discussion: "Atomic; streams with constant memory. Asks for the passcode only if the file's class needs a key to be created.")
+        discussion: """
+            Atomic; streams with constant memory. Asks for the passcode only if the file's class needs a key to be created. \
+            Prints nothing, unless --json: the stored file's path, size and class.
+            """)
 
     @OptionGroup var storeOptions: StoreOptions
     @OptionGroup var passcodeOptions: PasscodeOptions
     @OptionGroup var progress: ProgressOptions
+    @OptionGroup var output: OutputOptions
 
     @Argument(help: ArgumentHelp("The local file to read, or `-` for standard input.", valueName: "src"))
     var source: String
@@ -52,7 +56,7 @@ struct Put: ParsableCommand {
                 let bar = SharedOffsetProgress(descriptor: input.fileDescriptor, total: total, quiet: progress.quiet)
                 defer { bar.stop() }
                 try agent.write(contentsOf: FileDescriptor(rawValue: input.fileDescriptor), to: path, protection: ProtectionChoice(protectionClass))
-                return
+                return try report(session)
             }
             let effective = session.effectiveClass(forNewFileAt: path, given: protectionClass)
             // Creating a completeUnlessOpen file needs only the class B public key.
@@ -82,6 +86,15 @@ struct Put: ParsableCommand {
                 throw error
             }
             bar.finish()
+            try report(session)
         }
+    }
+
+    /// With --json, what was stored: the path, the source, the size and the class.
+    private func report(_ session: Session) throws {
+        guard output.json else { return }
+        let attributes = try session.store.attributesOfItem(atPath: path)
+        try printJSON(CommandReport(["path": .text(path), "source": .text(source), "size": .bytes(attributes.size),
+                                     "protectionClass": .text(attributes.protectionClass?.rawValue)]))
     }
 }

@@ -12,15 +12,23 @@ struct SQL: ParsableCommand {
         discussion: """
             The statements come from the argument, else from standard input (like `sqlite3`): at a \
             terminal, a session with a `sql> ` prompt (a failed statement is reported and the session \
-            goes on; Ctrl-D leaves). Rows of every statement are printed as `sqlite3` prints them in \
-            list mode: columns joined by `|`, NULL as nothing; --json prints one JSON array of row \
-            objects (blobs in base64). The database, its journal and its WAL are protected files of \
-            the database's class.
+            goes on; Ctrl-D leaves); from a script, the first failed statement ends it. Rows are printed \
+            as `sqlite3` prints them, in list mode by default (columns joined by `|`, NULL as nothing). \
+            The dot-commands of `sqlite3`, on a line of their own where no statement has begun: \
+            `.tables ?PATTERN?`, `.schema ?PATTERN?`, `.headers on|off`, `.mode list|csv|json|line|column`, \
+            `.read FILE`, `.help`, `.quit`, `.exit ?CODE?`. --json starts in `.mode json`: for each \
+            statement that returns rows, one JSON array of objects, one per row, keyed by column name. \
+            The database, its journal and its WAL are protected files of the database's class.
             """)
 
     @OptionGroup var storeOptions: StoreOptions
     @OptionGroup var passcodeOptions: PasscodeOptions
-    @OptionGroup var output: OutputOptions
+
+    @Flag(name: .customLong("json"), help: """
+        Print rows as `.mode json` does: for each statement that returns rows, a JSON array of objects, one per row, \
+        keyed by column name, as sqlite3 prints them.
+        """)
+    var json = false
 
     @Option(name: .customLong("class"), help: "The class of a database created now (default: its directory's).")
     var protectionClass: ProtectionClass?
@@ -42,131 +50,56 @@ struct SQL: ParsableCommand {
             guard exists || create else {
                 throw DataProtectionError(.fileNotFound, "No database at \(path).", hint: "Pass --create to make one.")
             }
-            // Rows as they come: from a database opened here, or streamed back by the agent.
-            // `ran` follows each piece of SQL run: its rows are printed then, before the next
-            // read of standard input (which may wait for a line to be typed). At a prompt, a
-            // statement that fails is reported and the session goes on, as in `sqlite3`.
-            let produce: (_ forEachRow: (SQLiteRow) -> Void, _ ran: () -> Void) throws(DataProtectionError) -> Void
-            var database: ProtectedDatabase?
-            defer { database?.close() }
             // At a terminal, lines are edited after a prompt, as in `sqlite3`.
             let prompt = statements == nil ? SQLPrompt() : nil
             defer { prompt?.finish() }
-            if let agent = session.agent {
-                // Streamed to the agent as it is read, rows back as they come: a script or a
-                // result of any size, and each statement typed runs at once.
-                let source: @Sendable () throws -> Data?
-                if let prompt {
-                    source = { prompt.nextLine() }
+            let input: SQLLineInput = if let statements { .text(statements) } else if let prompt { .prompt(prompt) }
+                else { .handle(.standardInput, closeAtEnd: false) }
+            let output = SQLOutput()
+            let script = SQLSession(input: input, output: output, interactive: prompt != nil, json: json)
+            do throws(DataProtectionError) {
+                if let agent = session.agent {
+                    prompt?.start(database: path)
+                    // Each piece goes to the agent once the rows of the one before are printed (a
+                    // dot-command's output lands between them); rows come back as they are made.
+                    try agent.executeSQL(inDatabaseAtPath: path, create: create, protection: ProtectionChoice(protectionClass),
+                                         reading: { () throws -> Data? in try script.nextPiece().map { Data($0.utf8) } },
+                                         waitingForEachPiece: true, forEachRow: script.receive, afterRows: { output.flush(beforeReading: false) },
+                                         onError: prompt.map { _ in { error in
+                                             script.statementFailed()
+                                             output.flush(beforeReading: true)
+                                             _ = error.reportAndExit()
+                                         } })
                 } else {
-                    source = {
-                        let read = FileHandle.standardInput.availableData
-                        return read.isEmpty ? nil : read
-                    }
-                }
-                produce = { forEachRow, ran throws(DataProtectionError) in
-                    let choice = ProtectionChoice(protectionClass)
-                    if let statements {
-                        return try agent.executeSQL(statements, inDatabaseAtPath: path, create: create, protection: choice, forEachRow: forEachRow)
-                    }
-                    // At a prompt, the next one waits for the rows of the line before.
-                    try agent.executeSQL(inDatabaseAtPath: path, create: create, protection: choice,
-                                         reading: source, waitingForEachPiece: prompt != nil, forEachRow: forEachRow, afterRows: ran,
-                                         onError: prompt.map { _ in { error in _ = error.reportAndExit() } })
-                }
-            } else {
-                let local = session.local!
-                let effective = exists
-                    ? try store.attributesOfItem(atPath: path).protectionClass ?? .default
-                    : session.effectiveClass(forNewFileAt: path, given: protectionClass)
-                // Creating a completeUnlessOpen database needs no passcode, opening one does.
-                if exists || effective != .completeUnlessOpen { try session.unlock(for: effective) }
-                let opened = try ProtectedDatabase(atPath: path, in: local, create: create, protection: ProtectionChoice(protectionClass))
-                database = opened
-                // Standard input runs as it is read, in pieces of complete statements (like
-                // `sqlite3`): a script of any size in bounded memory.
-                produce = { forEachRow, ran throws(DataProtectionError) in
-                    try withoutActuallyEscaping(forEachRow) { each throws(DataProtectionError) in
-                        if let statements { return try opened.execute(statements, forEachRow: each) }
-                        var input = prompt.map { prompt in SQLStatementReader(reading: { [UInt8](prompt.nextLine() ?? Data()) }) }
-                            ?? SQLStatementReader(.standardInput)
-                        while let sql = try input.next() {
-                            do throws(DataProtectionError) {
-                                try opened.execute(sql, forEachRow: each)
-                            } catch {
-                                guard prompt != nil else { throw error }
-                                ran()
-                                _ = error.reportAndExit()
-                            }
-                            ran()
+                    let local = session.local!
+                    let effective = exists
+                        ? try store.attributesOfItem(atPath: path).protectionClass ?? .default
+                        : session.effectiveClass(forNewFileAt: path, given: protectionClass)
+                    // Creating a completeUnlessOpen database needs no passcode, opening one does.
+                    if exists || effective != .completeUnlessOpen { try session.unlock(for: effective) }
+                    let database = try ProtectedDatabase(atPath: path, in: local, create: create, protection: ProtectionChoice(protectionClass))
+                    defer { database.close() }
+                    prompt?.start(database: path)
+                    // At a prompt, a statement that fails is reported and the session goes on, as in `sqlite3`.
+                    while let sql = try script.nextPiece() {
+                        do throws(DataProtectionError) {
+                            try database.execute(sql, forEachRow: script.receive)
+                        } catch {
+                            guard prompt != nil else { throw error }
+                            script.statementFailed()
+                            output.flush(beforeReading: true)
+                            _ = error.reportAndExit()
                         }
                     }
                 }
-            }
-            prompt?.start(database: path)
-            if output.json {
-                var rows: [[String: JSONValue]] = []
-                try produce({ row in
-                    var object: [String: JSONValue] = [:]
-                    for (index, value) in row.values.enumerated() { object[row.columns[index]] = JSONValue(value) }
-                    rows.append(object)
-                }, {})
-                return try printJSON(rows)
-            }
-            let standardOutput = PipelinedOutput(.standardOutput, describe: "standard output")
-            var text = Data()
-            var outputError: (any Error)?
-            do throws(DataProtectionError) {
-                let flush = {
-                    guard outputError == nil, !text.isEmpty else { return }
-                    do {
-                        try standardOutput.write(text)
-                        if prompt != nil { try standardOutput.finish() }  // on the terminal before the next prompt
-                    } catch {
-                        outputError = error
-                    }
-                    text = Data()
-                }
-                try produce({ row in
-                    guard outputError == nil else { return }
-                    text.append(row.listModeText)
-                    text.append(0x0A)
-                    if text.count >= 1 << 16 { flush() }
-                }, flush)
+                try script.finish()
             } catch {
                 // The rows of the statements before the one that failed are printed, as `sqlite3` does.
-                if outputError == nil { try? standardOutput.write(text) }
-                try? standardOutput.finish()
+                output.flush(beforeReading: true)
                 throw error
             }
-            if let outputError { throw outputError }
-            try standardOutput.write(text)
-            try standardOutput.finish()
-        }
-    }
-
-    /// A value as JSON: numbers, strings, null; blobs as base64 strings.
-    enum JSONValue: Encodable {
-        case null, integer(Int64), real(Double), text(String)
-
-        init(_ value: SQLiteValue) {
-            switch value {
-            case .null: self = .null
-            case .integer(let number): self = .integer(number)
-            case .real(let number): self = .real(number)
-            case .text(let text): self = .text(text)
-            case .blob(let bytes): self = .text(bytes.base64EncodedString())
-            }
-        }
-
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.singleValueContainer()
-            switch self {
-            case .null: try container.encodeNil()
-            case .integer(let number): try container.encode(number)
-            case .real(let number): try container.encode(number)
-            case .text(let text): try container.encode(text)
-            }
+            if let failure = output.failure { throw failure }
+            if script.exitStatus != 0 { throw ExitCode(script.exitStatus) }
         }
     }
 }

@@ -10,19 +10,37 @@ struct Shell: ParsableCommand {
             Keeps one device and store alive (a temporary directory, a virtual clock from 0) and accepts \
             the statements of the scenario language: `unlock 1234`, `lock`, `advance 10s`, \
             `put Documents/a "hi" class=complete`, `open Documents/a as h`, `h.read 2`, `expect state locked`, \
-            `device passcode=1234 grace=10s` to start afresh. Each result is printed; `-> …` checks it. \
+            `device passcode=1234 grace=10s` to start afresh (--device-statement gives the first one). Each result is printed; `-> …` checks it. \
             `quit` or end of input (Ctrl-D) ends the session. On a terminal, lines are edited as in readline \
             (arrows, Home/End, Ctrl-A/E/K/U/W, history with up and down); otherwise standard input is read as it \
             comes, so a file of statements can be piped in.
             """)
 
-    @Option(name: .customLong("device"), help: "The device statement to start with, e.g. \"device passcode=1234 grace=10s\".")
-    var device = "device"
+    @Option(name: .customLong("device-statement"), help: ArgumentHelp(
+        "The scenario statement that makes the device, e.g. \"device passcode=1234 grace=10s\".", valueName: "statement"))
+    var deviceStatement = "device"
+
+    @Option(name: .customLong("device"), help: ArgumentHelp(
+        "The directory the simulated device and its store are made in (a fresh folder inside it, removed at the end; default: the temporary directory).",
+        valueName: "dir"))
+    var device: String?
+
+    func validate() throws {
+        guard let device else { return }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: device, isDirectory: &isDirectory), isDirectory.boolValue else {
+            if device.hasPrefix("device") {
+                throw ValidationError("--device takes a directory, as for every other command; the device statement goes in --device-statement \"\(device)\".")
+            }
+            throw ValidationError("--device: \(device) is not a directory.")
+        }
+    }
 
     func run() throws {
         let shell: ScenarioShell
         do {
-            shell = try ScenarioShell(device: device)
+            let parent = device.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? FileManager.default.temporaryDirectory
+            shell = try ScenarioShell(device: deviceStatement, in: parent)
         } catch {
             var standardError = FileHandle.standardError
             print("dpctl: error: \(error)", to: &standardError)

@@ -14,12 +14,16 @@ struct Unlock: ParsableCommand {
 
     @OptionGroup var storeOptions: StoreOptions
     @OptionGroup var passcodeOptions: PasscodeOptions
+    @OptionGroup var output: OutputOptions
 
     func run() throws {
         try reporting {
             let session = try Session(storeOptions, passcode: passcodeOptions)
             try session.unlock()
-            print(session.agent == nil ? "Unlocked: the passcode is right." : "Unlocked: the agent's device stays unlocked until `dpctl lock` or auto-lock.")
+            // `state`: the agent's device's, else this command's own (which ends with it).
+            try CommandReport(["state": .text(try session.device.state.rawValue), "agent": .agent(session.agent.map(CommandReport.Agent.init))])
+                .print(json: output.json, text: session.agent == nil
+                    ? "Unlocked: the passcode is right." : "Unlocked: the agent's device stays unlocked until `dpctl lock` or auto-lock.")
         }
     }
 }

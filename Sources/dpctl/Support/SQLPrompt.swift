@@ -1,4 +1,3 @@
-import DataProtectionSQLite
 import Foundation
 
 /// SQL typed at a terminal, a line at a time, edited (``LineEditor``), after a prompt as
@@ -6,8 +5,6 @@ import Foundation
 /// comment, a trigger's body, or a statement without its semicolon yet).
 final class SQLPrompt: @unchecked Sendable {
     private let editor: LineEditor
-    /// What was typed since the last complete statement.
-    private var statement = ""
 
     /// A prompt when standard input and output are a terminal; `nil` otherwise.
     init?() {
@@ -17,20 +14,17 @@ final class SQLPrompt: @unchecked Sendable {
 
     /// Raw mode for the session (``LineEditor/start()``), with a line that says how to leave.
     func start(database path: String) {
-        print("SQL on \(path) in the store: statements end with \";\", Ctrl-D leaves.")
+        print("SQL on \(path) in the store: statements end with \";\", \".help\" lists the dot-commands, Ctrl-D leaves.")
         fflush(nil)
         editor.start()
     }
 
     func finish() { editor.finish() }
 
-    /// The next line typed, with its newline; `nil` at the end of input (Ctrl-D on an empty line).
-    func nextLine() -> Data? {
+    /// The next line typed, without its newline; `nil` at the end of input (Ctrl-D on an
+    /// empty line). `continuing`: inside a statement (the `...> ` prompt).
+    func nextLine(continuing: Bool) -> String? {
         fflush(nil)
-        let fresh = statement.allSatisfy(\.isWhitespace)
-        guard let line = editor.readLine(prompt: fresh ? "sql> " : "...> ") else { return nil }
-        statement += line + "\n"
-        if ProtectedDatabase.isComplete(statement) { statement = "" }
-        return Data((line + "\n").utf8)
+        return editor.readLine(prompt: continuing ? "...> " : "sql> ")
     }
 }
