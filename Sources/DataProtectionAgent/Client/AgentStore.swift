@@ -122,6 +122,7 @@ public final class AgentStore: ProtectedFileSystem {
             var buffer = [UInt8](repeating: 0, count: 1 << 16)
             while true {
                 let count: Int
+                try connection.watchdog.waitReadable(mine)
                 do {
                     count = try mine.receive(into: &buffer).count
                 } catch {
