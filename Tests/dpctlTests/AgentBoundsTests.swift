@@ -120,13 +120,15 @@ struct AgentBoundsTests {
             }
         }
         let status = try agent.run(["status"], within: 20)
+        print("a client behind 1,100 idle connections: served after \(status.elapsed) (\(refused) of them could not connect)")
         #expect(!status.timedOut, "a client hung behind 1,100 idle connections (\(refused) of them could not connect)")
         #expect(status.status == 0, "\(status.standardError)")
         #expect(status.elapsed < .seconds(5), "served after \(status.elapsed)")
         // The first idle connection is closed (hello timeout, or room made for others): its read ends.
         var buffer = [UInt8](repeating: 0, count: 16)
-        #expect(try idle[0].waitUntilReadable(milliseconds: 8000), "an idle connection was kept past the hello timeout")
-        #expect((try? idle[0].receive(into: &buffer).count) ?? 0 == 0)
+        let closed = try idle[0].waitUntilReadable(milliseconds: 8000)
+        #expect(closed, "an idle connection was kept past the hello timeout")
+        if closed { #expect((try? idle[0].receive(into: &buffer).count) ?? 0 == 0) }
         #expect(try agent.run(["agent", "stop"]).status == 0)
     }
 
