@@ -196,7 +196,7 @@ let package = Package(
         ),
         .testTarget(
             name: "dpctlTests",
-            dependencies: ["dpctl", "DataProtection"]
+            dependencies: ["dpctl", "DataProtection", "SocketBridge"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -217,3 +217,77 @@ int dp_process_harden(void) {
 int dp_process_is_dumpable(void) {
     return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
 }
+
+int dp_socket_connect_within(const char *path, int milliseconds) {
+    struct sockaddr_un address;
+    int directory;
+    int status = fill_address(&address, path, &directory);
+    if (status < 0) return status;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int error = errno;
+    if (fd >= 0) {
+        // A Unix-domain connect waits for room in the listener's queue for at most the send timeout.
+        struct timeval limit = {.tv_sec = milliseconds / 1000, .tv_usec = (milliseconds % 1000) * 1000};
+        if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit)) < 0) {
+            error = errno;
+            close(fd);
+            fd = -1;
+        }
+    }
+    if (fd >= 0) {
+        while ((status = connect(fd, (struct sockaddr *)&address, sizeof(address))) < 0 && errno == EINTR) {}
+        error = errno;
+        if (status < 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    if (directory >= 0) close(directory);
+    if (fd < 0) return error == EINPROGRESS ? -EAGAIN : -error;
+    return fd;
+}
+
+int dp_socket_set_send_timeout(int fd, int milliseconds) {
+    struct timeval limit = {.tv_sec = milliseconds / 1000, .tv_usec = (milliseconds % 1000) * 1000};
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit)) < 0) return -errno;
+    return 0;
+}
+
+int dp_socket_inherited_listener(int fd, char *path, size_t capacity) {
+    int value = 0;
+    socklen_t length = sizeof(value);
+    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &value, &length) < 0) return -errno;
+    if (value != AF_UNIX) return -EAFNOSUPPORT;
+    length = sizeof(value);
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &value, &length) < 0) return -errno;
+    if (value != SOCK_STREAM) return -EPROTOTYPE;
+    length = sizeof(value);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &value, &length) < 0) return -errno;
+    if (!value) return -EINVAL;
+    int flags = fcntl(fd, F_GETFD);
+    if (flags < 0 || fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0) return -errno;
+    struct sockaddr_un address;
+    socklen_t addressLength = sizeof(address);
+    memset(&address, 0, sizeof(address));
+    if (getsockname(fd, (struct sockaddr *)&address, &addressLength) < 0) return -errno;
+    size_t name = addressLength > offsetof(struct sockaddr_un, sun_path) ? addressLength - offsetof(struct sockaddr_un, sun_path) : 0;
+    if (name == 0 || address.sun_path[0] == 0) {
+        if (capacity > 0) path[0] = 0;
+        return 0;
+    }
+    size_t copied = strnlen(address.sun_path, name);
+    if (copied >= capacity) return -ENAMETOOLONG;
+    memcpy(path, address.sun_path, copied);
+    path[copied] = 0;
+    return 0;
+}
+
+long long dp_raise_descriptor_limit(void) {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) < 0) return -errno;
+    if (limit.rlim_cur < limit.rlim_max) {
+        limit.rlim_cur = limit.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &limit) < 0) return -errno;
+    }
+    return limit.rlim_cur == RLIM_INFINITY ? (long long)1 << 40 : (long long)limit.rlim_cur;
+}

@@ -12,6 +12,9 @@ package struct SQLStatementReader {
     /// (one `execute` per statement, and a completeness check each, cost some 30 % of the
     /// CPU of a script of one-row inserts).
     static let batchBytes = 1 << 16
+    /// The most bytes of SQL waiting for its statement to be complete (64 MiB): a longer
+    /// statement, or one never terminated, is `invalidArgument` rather than memory without end.
+    package static let maximumPendingBytes = 64 << 20
 
     /// The next bytes of the input, as one read returns them: empty at its end.
     private let read: () throws(DataProtectionError) -> [UInt8]
@@ -24,15 +27,20 @@ package struct SQLStatementReader {
     private var candidates: [Int] = []
     private var semicolonSeen = false
     private var ended = false
+    /// The most bytes pending (``maximumPendingBytes`` unless told).
+    private let limit: Int
 
     /// A reader of `input` (its bytes as each read returns them).
-    package init(_ input: FileHandle) {
+    package init(_ input: FileHandle, limit: Int = Self.maximumPendingBytes) {
         self.read = { [UInt8](input.availableData) }
+        self.limit = limit
     }
 
-    /// A reader of what `read` returns, read after read (empty: the end of the input).
-    package init(reading read: @escaping () throws(DataProtectionError) -> [UInt8]) {
+    /// A reader of what `read` returns, read after read (empty: the end of the input), with at
+    /// most `limit` bytes waiting for a statement's end.
+    package init(limit: Int = Self.maximumPendingBytes, reading read: @escaping () throws(DataProtectionError) -> [UInt8]) {
         self.read = read
+        self.limit = limit
     }
 
     /// The next complete statements, or at the end of the input what is left if not only
@@ -58,6 +66,13 @@ package struct SQLStatementReader {
                 return (newline, memchr(start, 0x3B, lineEnd - position) != nil)
             }
             let end = newline.map { $0 + 1 } ?? block.count
+            guard pending.count + (end - position) <= limit else {
+                pending = []
+                candidates.removeAll()
+                throw DataProtectionError(
+                    .invalidArgument, "A statement is longer than \(Self.spelled(limit)), or never ends (an open string, comment or trigger body).",
+                    hint: "Split it, or end it: statements run once complete, each up to \(Self.spelled(limit)).")
+            }
             pending.append(contentsOf: block[position..<end])
             position = end
             if semicolon { semicolonSeen = true }
@@ -84,6 +99,10 @@ package struct SQLStatementReader {
             return sql
         }
         return nil
+    }
+
+    private static func spelled(_ bytes: Int) -> String {
+        bytes >= 1 << 20 && bytes % (1 << 20) == 0 ? "\(bytes >> 20) MiB" : "\(bytes) bytes"
     }
 
     private static func text(_ bytes: ArraySlice<UInt8>) throws(DataProtectionError) -> String {

@@ -41,6 +41,26 @@ public final class UnixSocket: Sendable {
         return UnixSocket(adopting: fd)
     }
 
+    /// A socket connected to the listener at `path`, waiting at most `milliseconds` for room
+    /// in its queue (`EAGAIN` then: a listener that accepts nothing). Sends on the socket keep
+    /// that limit: one that moves no byte for that long fails with `EAGAIN`.
+    public static func connect(to path: String, within milliseconds: Int32) throws(SocketError) -> UnixSocket {
+        let fd = dp_socket_connect_within(path, milliseconds)
+        guard fd >= 0 else { throw SocketError("connect to \(path)", errno: -fd) }
+        return UnixSocket(adopting: fd)
+    }
+
+    /// A listening socket inherited from the process that started this one (socket
+    /// activation: systemd's `LISTEN_FDS`), checked to be a listening Unix-domain stream socket
+    /// and made close-on-exec; with the path it is bound to (empty when it has none).
+    public static func inheritedListener(_ descriptor: Int32) throws(SocketError) -> (socket: UnixSocket, path: String) {
+        var path = [CChar](repeating: 0, count: 4096)
+        let status = dp_socket_inherited_listener(descriptor, &path, path.count)
+        guard status == 0 else { throw SocketError("the inherited descriptor \(descriptor) (a listening Unix-domain stream socket)", errno: -status) }
+        let name = path.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        return (UnixSocket(adopting: descriptor), name)
+    }
+
     /// Two connected sockets (a bulk-data channel whose one end is passed to a peer).
     public static func pair() throws(SocketError) -> (UnixSocket, UnixSocket) {
         var pair: [Int32] = [-1, -1]
@@ -130,6 +150,12 @@ public final class UnixSocket: Sendable {
         let status = dp_socket_wait_writable(descriptor, milliseconds)
         guard status >= 0 else { throw SocketError("poll", errno: -status) }
         return status == 1
+    }
+
+    /// Sets how long a send may move no byte before it fails with `EAGAIN` (`SO_SNDTIMEO`).
+    public func setSendTimeout(milliseconds: Int32) throws(SocketError) {
+        let status = dp_socket_set_send_timeout(descriptor, milliseconds)
+        guard status == 0 else { throw SocketError("setsockopt(SO_SNDTIMEO)", errno: -status) }
     }
 
     /// Stops both directions at once, waking a thread blocked in ``accept()`` or a read

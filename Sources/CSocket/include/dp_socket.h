@@ -1,5 +1,6 @@
 // The socket and process calls Swift cannot make directly: ancillary data (SCM_RIGHTS)
-// and its CMSG_* macros, SO_PEERCRED's struct ucred, variadic prctl. Only SocketBridge
+// and its CMSG_* macros, SO_PEERCRED's struct ucred, variadic prctl, socket timeouts and
+// limits (struct timeval, struct rlimit). Only SocketBridge
 // imports this module. Every function returns a value >= 0, or -errno on failure.
 #ifndef DP_SOCKET_H
 #define DP_SOCKET_H
@@ -31,6 +32,17 @@ int dp_socket_wait_readable(int fd, int milliseconds);
 /// Waits up to `milliseconds` for `fd` (a socket, pipe or file) to take a write, or to have
 /// hung up or failed (the write then says why): 1 if so, 0 on timeout.
 int dp_socket_wait_writable(int fd, int milliseconds);
+/// As dp_socket_connect, waiting at most `milliseconds` for room in the listener's queue
+/// (-EAGAIN then); the socket keeps that send timeout.
+int dp_socket_connect_within(const char *path, int milliseconds);
+/// Sets the send timeout (SO_SNDTIMEO): a send that moves no byte for that long fails with -EAGAIN.
+int dp_socket_set_send_timeout(int fd, int milliseconds);
+/// Checks that `fd` (inherited, socket activation) is a listening Unix-domain stream socket,
+/// sets its close-on-exec flag and writes the path it is bound to into `path` (empty when
+/// unnamed or abstract).
+int dp_socket_inherited_listener(int fd, char *path, size_t capacity);
+/// Raises the soft limit on open descriptors (RLIMIT_NOFILE) to the hard one; returns the limit now.
+long long dp_raise_descriptor_limit(void);
 /// Makes the process non-dumpable (no ptrace or /proc/<pid>/mem for same-user processes)
 /// and sets its core file limit to zero.
 int dp_process_harden(void);

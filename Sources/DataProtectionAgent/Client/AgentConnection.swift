@@ -9,29 +9,84 @@ import SystemPackage
 final class AgentConnection: Sendable {
     let socketPath: String
     let agentProcessIdentifier: Int32
+
+    let watchdog: AgentWatchdog
     private let channel: Locked<AgentChannel>
 
-    init(socketPath: String) throws(DataProtectionError) {
+    /// Connects to the agent at `socketPath` after checking that it is this user's: the
+    /// socket's directory (``SocketDirectoryTrust``), then the listener's user
+    /// (`SO_PEERCRED`), before a byte is sent. The hello must come within `patience.hello`.
+    init(socketPath: String, patience: AgentPatience = AgentPatience()) throws(DataProtectionError) {
+        let user = geteuid()
+        let trustedPath: String
+        do {
+            trustedPath = try SocketDirectoryTrust.verifiedPath(ofSocket: socketPath, user: user)
+        } catch {
+            switch error {
+            case .missing(let directory):
+                throw DataProtectionError(.fileNotFound, "No agent answers at \(socketPath) (\(directory) does not exist).",
+                                          hint: "Start one: `dpctl agent start`.")
+            case .untrusted(let directory, let reason):
+                throw DataProtectionError(
+                    .notPermitted, "The agent's socket \(socketPath) is not trusted: its directory \(directory) is unsafe (\(reason)). Nothing was sent to it.",
+                    hint: "Another user could listen there in your agent's place. Make \(directory) yours and closed to others (chmod 700), or set XDG_RUNTIME_DIR to a directory only you can write.")
+            }
+        }
+        let start = ContinuousClock.now
         let socket: UnixSocket
         do {
-            socket = try UnixSocket.connect(to: socketPath)
+            socket = try UnixSocket.connect(to: trustedPath, within: Self.milliseconds(patience.hello))
+            // A send that moves nothing for this long fails (an agent that stopped reading).
+            try socket.setSendTimeout(milliseconds: Self.milliseconds(patience.silence))
+        } catch where error.errno == EAGAIN {
+            throw DataProtectionError(
+                .ioFailure, "The agent at \(socketPath) accepted no connection within \(Int(AgentServer.seconds(patience.hello))) s.",
+                hint: "Is it stopped or stuck? `dpctl agent stop`, or end its process and `dpctl agent start`.")
         } catch {
             throw DataProtectionError(
                 error.isDisconnection ? .fileNotFound : .ioFailure, "No agent answers at \(socketPath) (\(error)).",
                 hint: "Start one: `dpctl agent start`.")
         }
+        let peer: (pid: Int32, uid: UInt32, gid: UInt32)
+        do {
+            peer = try socket.peerCredentials()
+        } catch {
+            socket.close()
+            throw Self.broken(error)
+        }
+        guard peer.uid == user else {
+            socket.close()
+            throw DataProtectionError(
+                .notPermitted,
+                "The process listening at \(socketPath) (pid \(peer.pid)) runs as user \(peer.uid), not as you (user \(user)): it is not your agent. Nothing was sent to it.",
+                hint: "Someone else listens in your agent's place: remove \(socketPath) (and find out who put it there), then `dpctl agent start`.")
+        }
         let channel = AgentChannel(socket)
-        let body = try Self.exchange(channel, .hello(version: AgentWireFormat.version), passing: nil)
+        let watchdog = AgentWatchdog(agentProcessIdentifier: peer.pid, socketPath: socketPath, patience: patience)
+        let body: [UInt8]
+        do throws(DataProtectionError) {
+            try Self.send(channel, .hello(version: AgentWireFormat.version), passing: nil)
+            body = try Self.body(of: try Self.receive(channel, watchdog: watchdog, deadline: start + patience.hello))
+        } catch {
+            socket.close()
+            throw error
+        }
         do {
             var reader = AgentFieldReader(body)
             _ = try reader.u32()
             agentProcessIdentifier = Int32(bitPattern: try reader.u32())
             try reader.finish()
         } catch {
+            socket.close()
             throw Self.broken(error)
         }
         self.socketPath = socketPath
+        self.watchdog = AgentWatchdog(agentProcessIdentifier: agentProcessIdentifier, socketPath: socketPath, patience: patience)
         self.channel = Locked(channel)
+    }
+
+    static func milliseconds(_ duration: Duration) -> Int32 {
+        Int32(clamping: Int64(AgentServer.seconds(duration) * 1000))
     }
 
     /// Sends `request` and returns the body of the agent's `ok`; a failure is thrown.
@@ -43,7 +98,7 @@ final class AgentConnection: Sendable {
     func respond(_ request: AgentRequest, passing descriptor: FileDescriptor? = nil) throws(DataProtectionError) -> AgentResponse {
         try channel.withLock { channel throws(DataProtectionError) in
             try Self.send(channel, request, passing: descriptor)
-            return try Self.receive(channel)
+            return try Self.receive(channel, watchdog: watchdog, waitingOnOthers: Self.isOutsideParty(descriptor))
         }
     }
 
@@ -55,7 +110,7 @@ final class AgentConnection: Sendable {
             try Self.send(channel, request, passing: descriptor)
             var failure: DataProtectionError?
             do throws(DataProtectionError) { try during() } catch { failure = error }
-            let response = try Self.receive(channel)
+            let response = try Self.receive(channel, watchdog: watchdog, waitingOnOthers: Self.isOutsideParty(descriptor))
             if let failure { throw failure }
             return try Self.body(of: response)
         }
@@ -64,19 +119,14 @@ final class AgentConnection: Sendable {
     /// The connection for a `watch`: it carries events only from then on.
     func startWatching() throws(DataProtectionError) -> AgentChannel {
         try channel.withLock { channel throws(DataProtectionError) in
-            _ = try Self.exchange(channel, .watch, passing: nil)
+            try Self.send(channel, .watch, passing: nil)
+            _ = try Self.body(of: try Self.receive(channel, watchdog: watchdog))
             return channel
         }
     }
 
     func close() {
         channel.withLock { $0.socket.close() }
-    }
-
-    private static func exchange(_ channel: AgentChannel, _ request: AgentRequest, passing descriptor: FileDescriptor?)
-        throws(DataProtectionError) -> [UInt8] {
-        try send(channel, request, passing: descriptor)
-        return try body(of: try receive(channel))
     }
 
     private static func body(of response: AgentResponse) throws(DataProtectionError) -> [UInt8] {
@@ -92,11 +142,25 @@ final class AgentConnection: Sendable {
         }
     }
 
-    /// The next response: `ok` or `descriptorNeeded`; a failure is thrown.
-    private static func receive(_ channel: AgentChannel) throws(DataProtectionError) -> AgentResponse {
+    /// Whether the agent, working on `descriptor`, may wait on someone other than itself
+    /// (a pipe's writer or reader, a terminal): anything but a regular file.
+    private static func isOutsideParty(_ descriptor: FileDescriptor?) -> Bool {
+        guard let descriptor else { return false }
+        var status = stat()
+        return fstat(descriptor.rawValue, &status) != 0 || status.st_mode & S_IFMT != S_IFREG
+    }
+
+    /// The next response: `ok` or `descriptorNeeded`; a failure is thrown. Waits as
+    /// `watchdog` allows (until `deadline`, for the hello).
+    private static func receive(
+        _ channel: AgentChannel, watchdog: AgentWatchdog, deadline: ContinuousClock.Instant? = nil, waitingOnOthers: Bool = false
+    ) throws(DataProtectionError) -> AgentResponse {
         let response: AgentResponse
         do {
-            guard let (payload, descriptor) = try channel.receive() else {
+            let received = try channel.receive { () throws(DataProtectionError) in
+                try watchdog.waitReadable(channel.socket, deadline: deadline, waitingOnOthers: waitingOnOthers)
+            }
+            guard let (payload, descriptor) = received else {
                 throw DataProtectionError(.ioFailure, "The agent closed the connection.", hint: "Is it still running? `dpctl status`.")
             }
             try? descriptor?.close()

@@ -96,6 +96,9 @@ extension AgentStore {
                     Self.send(next, on: mine, failure: sourceFailure, waiting: wait)
                 }
                 var pieces = AgentPieceReader(FileDescriptor(rawValue: mine.descriptor), limit: Int(UInt32.max), describe: "the agent's rows")
+                // The agent may wait as long as the statements take to come: only a stopped or gone agent ends the wait.
+                let watchdog = connection.watchdog
+                pieces.beforeRead = { () throws(DataProtectionError) in try watchdog.waitReadable(mine, waitingOnOthers: true) }
                 while let piece = try pieces.next(cut: DataProtectionError(
                     .ioFailure, "The agent's rows ended without their end marker.", hint: "Is it still running? `dpctl status`.")) {
                     if piece.starts(with: AgentSQLRows.failureMark), let onError {

@@ -25,10 +25,15 @@ public final class AgentStore: ProtectedFileSystem {
     /// Connects to the agent listening at `socketPath`
     /// (see ``AgentSocketLocation/path(deviceDirectory:storeIdentifier:environment:)``).
     ///
-    /// - Throws: `fileNotFound` when no agent listens there; `notPermitted` when the agent
-    ///   serves another user.
-    public init(socketPath: String) throws(DataProtectionError) {
-        connection = try AgentConnection(socketPath: socketPath)
+    /// Before a byte is sent, the socket's directory and the listener's user are checked
+    /// (`Keys/agent-protocol.md` §7): a socket another user could have put there, or a
+    /// listener of another user, is refused. `patience` bounds the waits for a silent agent.
+    ///
+    /// - Throws: `fileNotFound` when no agent listens there; `notPermitted` when the socket's
+    ///   directory is not safe, the listener is not of this user, or the agent serves another
+    ///   user; `ioFailure` when the agent does not answer within `patience`.
+    public init(socketPath: String, patience: AgentPatience = AgentPatience()) throws(DataProtectionError) {
+        connection = try AgentConnection(socketPath: socketPath, patience: patience)
         device = AgentDevice(connection: connection)
     }
 
@@ -122,6 +127,7 @@ public final class AgentStore: ProtectedFileSystem {
             var buffer = [UInt8](repeating: 0, count: 1 << 16)
             while true {
                 let count: Int
+                try connection.watchdog.waitReadable(mine)
                 do {
                     count = try mine.receive(into: &buffer).count
                 } catch {

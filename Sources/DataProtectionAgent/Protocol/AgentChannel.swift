@@ -6,6 +6,9 @@ import SystemPackage
 
 /// Frames over a byte stream: a 4-byte big-endian length, then that many payload bytes
 /// (1 to ``AgentWireFormat/maximumFrameLength``). At most one descriptor travels with a frame.
+///
+/// A frame's memory grows with the bytes that arrive, not with the length it announces: a
+/// peer that announces a megabyte and sends ten bytes holds a few kilobytes of its reader.
 package struct AgentFrameReader {
     /// Reads into the buffer (0: end of stream), with the descriptor that came along, if any.
     package typealias Receive = (UnsafeMutableRawBufferPointer) throws -> (count: Int, descriptor: Int32?)
@@ -27,8 +30,15 @@ package struct AgentFrameReader {
             guard length >= 1, length <= AgentWireFormat.maximumFrameLength else {
                 throw AgentProtocolViolation("a frame of \(length) bytes (1 to \(AgentWireFormat.maximumFrameLength) allowed)")
             }
-            var payload = [UInt8](repeating: 0, count: length)
-            _ = try fill(&payload, descriptor: &descriptor, endAllowed: false)
+            // Grown in steps as bytes arrive: each step at most doubles what was received.
+            var payload = [UInt8](repeating: 0, count: min(length, Self.firstStep))
+            var received = 0
+            while true {
+                _ = try fill(&payload, from: received, descriptor: &descriptor, endAllowed: false)
+                received = payload.count
+                guard received < length else { break }
+                payload.append(contentsOf: repeatElement(0, count: min(received, length - received)))
+            }
             return (payload, descriptor.map { FileDescriptor(rawValue: $0) })
         } catch {
             if let descriptor { try? FileDescriptor(rawValue: descriptor).close() }
@@ -36,9 +46,12 @@ package struct AgentFrameReader {
         }
     }
 
-    /// Fills `buffer`; `false` if the stream ended before its first byte and `endAllowed`.
-    private func fill(_ buffer: inout [UInt8], descriptor: inout Int32?, endAllowed: Bool) throws -> Bool {
-        var filled = 0
+    /// The memory a frame's payload starts with (and all of a smaller frame's).
+    static let firstStep = 1 << 14
+
+    /// Fills `buffer` from `start` on; `false` if the stream ended before its first byte and `endAllowed`.
+    private func fill(_ buffer: inout [UInt8], from start: Int = 0, descriptor: inout Int32?, endAllowed: Bool) throws -> Bool {
+        var filled = start
         while filled < buffer.count {
             let (count, received) = try buffer.withUnsafeMutableBytes { bytes in
                 try receive(UnsafeMutableRawBufferPointer(rebasing: bytes[filled...]))
@@ -71,6 +84,14 @@ final class AgentChannel: Sendable {
     /// The next frame (see ``AgentFrameReader/next()``).
     func receive() throws -> (payload: [UInt8], descriptor: FileDescriptor?)? {
         try AgentFrameReader { buffer throws(SocketError) in try self.socket.receive(into: buffer) }.next()
+    }
+
+    /// The next frame, calling `wait` before each read (it throws to give up: a deadline, a silent peer).
+    func receive(waiting wait: @escaping () throws -> Void) throws -> (payload: [UInt8], descriptor: FileDescriptor?)? {
+        try AgentFrameReader { buffer in
+            try wait()
+            return try self.socket.receive(into: buffer)
+        }.next()
     }
 
     /// Sends one frame, `passing` a descriptor with it (the caller still closes its copy).

@@ -14,6 +14,8 @@ struct AgentPieceReader {
     /// What the channel carries, for errors ("the client's content").
     let describe: String
     private(set) var ended = false
+    /// Called before each read (it throws to give up: a client's watch on a silent agent).
+    var beforeRead: (() throws(DataProtectionError) -> Void)?
     /// Where pieces are read, reused (a put of a gigabyte in pieces allocates it once).
     private var buffer: [UInt8] = []
     /// Stops the reading at the discard of the key of the class the pieces are plaintext of.
@@ -48,16 +50,21 @@ struct AgentPieceReader {
         return buffer[0..<length]
     }
 
-    /// Reads exactly `count` bytes into the start of ``buffer``.
+    /// Reads exactly `count` bytes into the start of ``buffer``, which grows with the bytes
+    /// received (each step at most doubles them), not with the length a piece announces.
     private mutating func read(_ count: Int, cut: @autoclosure () -> DataProtectionError) throws(DataProtectionError) {
-        if buffer.count < count { buffer = [UInt8](repeating: 0, count: max(count, 4096)) }
         var filled = 0
         while filled < count {
+            if buffer.count <= filled {
+                buffer.append(contentsOf: repeatElement(0, count: min(count, max(4096, filled * 2)) - buffer.count))
+            }
+            let end = min(count, buffer.count)
             try AgentDiscardWatch.waitUntilReadable(descriptor, watch: watch)
+            try beforeRead?()
             let got: Int
             do {
                 got = try buffer.withUnsafeMutableBytes { bytes in
-                    try descriptor.read(into: UnsafeMutableRawBufferPointer(rebasing: bytes[filled..<count]), retryOnInterrupt: true)
+                    try descriptor.read(into: UnsafeMutableRawBufferPointer(rebasing: bytes[filled..<end]), retryOnInterrupt: true)
                 }
             } catch let error as Errno where error == .connectionReset || error == .brokenPipe {
                 throw cut()

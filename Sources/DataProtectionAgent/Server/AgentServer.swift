@@ -7,7 +7,10 @@ import SocketBridge
 /// The agent: one process that owns a store and serves it to other processes of the
 /// same user over a Unix-domain socket (`Keys/agent-protocol.md`).
 ///
-/// Each connection gets a thread. Every request is carried out on the agent's own
+/// Each connection gets a thread, once its peer is known to be of this user (others are
+/// refused at accept, before any thread or buffer is spent on them). A connection has
+/// ``Configuration/helloTimeout`` to send its hello or is closed; when the connections are at
+/// their limit, the oldest one still without its hello makes room for a new one. Every request is carried out on the agent's own
 /// `ProtectedStore` and device, so clients see one device: its state, its class rules,
 /// its notifications; a client's handles live here and are closed (flushed) when it
 /// disconnects. After ``Configuration/autoLock`` with no client request the agent locks
@@ -18,13 +21,20 @@ public final class AgentServer: Sendable {
     public struct Configuration: Sendable, Hashable {
         /// Lock the device after this long with no client request (`nil`: never).
         public var autoLock: Duration?
-        /// The most connections served at once (more wait in the listen queue).
+        /// The most connections of one user served at once: this agent's user's (others are
+        /// refused at once, and hold none). Beyond it, the oldest connection still waiting for
+        /// its hello is closed to make room; if every one has said hello, the next connections
+        /// wait in the listen queue. Lowered when the descriptor limit leaves less room.
         public var maximumConnections: Int
+        /// How long a new connection may take to send its hello before it is closed.
+        public var helloTimeout: Duration
 
-        /// The agent's rules: auto-lock after `autoLock` idle (`nil`: never), at most `maximumConnections` served at once.
-        public init(autoLock: Duration? = .seconds(300), maximumConnections: Int = 1024) {
+        /// The agent's rules: auto-lock after `autoLock` idle (`nil`: never), at most
+        /// `maximumConnections` served at once, each to send its hello within `helloTimeout`.
+        public init(autoLock: Duration? = .seconds(300), maximumConnections: Int = 1024, helloTimeout: Duration = .seconds(5)) {
             self.autoLock = autoLock
             self.maximumConnections = maximumConnections
+            self.helloTimeout = helloTimeout
         }
     }
 
@@ -32,6 +42,9 @@ public final class AgentServer: Sendable {
     public let store: ProtectedStore
     /// Where the agent listens.
     public let socketPath: String
+    /// Whether the listening socket was inherited (socket activation): it is then not
+    /// removed at stop, it belongs to whoever made it.
+    public let isSocketInherited: Bool
     /// How it behaves.
     public let configuration: Configuration
 
@@ -42,11 +55,26 @@ public final class AgentServer: Sendable {
 
     struct State {
         var lastActivity = ContinuousClock.now
-        var connections: [ObjectIdentifier: UnixSocket] = [:]
+        var connections: [ObjectIdentifier: Connection] = [:]
         /// Data channels in use (a `sqlStream`'s socket): stopping shuts them down too, so that
         /// a request blocked on a client that neither sends nor reads ends at once.
         var dataChannels: [ObjectIdentifier: UnixSocket] = [:]
         var stopping = false
+        /// Connections admitted in order, for the oldest one without its hello.
+        var admissions = 0
+    }
+
+    /// A connection being served.
+    struct Connection {
+        let socket: UnixSocket
+        /// Its place in the order of admission.
+        let order: Int
+        /// When it was admitted.
+        let admitted = ContinuousClock.now
+        /// Whether its hello was answered.
+        var greeted = false
+        /// Whether it was closed to make room (its thread is ending).
+        var evicted = false
     }
 
     /// Starts listening at `socketPath` for `store` (served once ``run()`` is called).
@@ -55,7 +83,7 @@ public final class AgentServer: Sendable {
     /// `DataProtectionError/Code/storeBusy`.
     public init(store: ProtectedStore, socketPath: String, configuration: Configuration = Configuration()) throws(DataProtectionError) {
         try AgentSocketLocation.prepareDirectory(of: socketPath)
-        if let live = try? UnixSocket.connect(to: socketPath) {
+        if let live = try? UnixSocket.connect(to: socketPath, within: 2000) {
             live.close()
             throw DataProtectionError(.storeBusy, "An agent already listens at \(socketPath).", hint: "Stop it first: `dpctl agent stop`.")
         }
@@ -68,14 +96,53 @@ public final class AgentServer: Sendable {
         self.store = store
         self.socketPath = socketPath
         self.configuration = configuration
+        isSocketInherited = false
+    }
+
+    /// Serves `store` on a listening socket this process inherited (socket activation, as
+    /// systemd's `LISTEN_FDS` hands it over: see ``inheritedListeningDescriptor(environment:)``).
+    /// Nothing is bound and nothing connects to the socket; it is left in place at stop.
+    ///
+    /// - Throws: `invalidArgument` when `descriptor` is not a listening Unix-domain stream socket.
+    public init(store: ProtectedStore, listeningDescriptor descriptor: Int32, configuration: Configuration = Configuration())
+        throws(DataProtectionError) {
+        do {
+            let (socket, path) = try UnixSocket.inheritedListener(descriptor)
+            listener = socket
+            socketPath = path.isEmpty ? "descriptor \(descriptor)" : path
+        } catch {
+            throw DataProtectionError(.invalidArgument, "The agent cannot serve on \(error).",
+                                      hint: "Socket activation hands over one listening Unix-domain stream socket (ListenStream= in a .socket unit).")
+        }
+        self.store = store
+        self.configuration = configuration
+        isSocketInherited = true
+    }
+
+    /// The listening socket handed over by socket activation, if any: systemd's protocol
+    /// (`sd_listen_fds(3)`), descriptor 3 when `LISTEN_PID` is this process and `LISTEN_FDS`
+    /// at least 1. The variables are removed from the environment (no child inherits them).
+    public static func inheritedListeningDescriptor(environment: [String: String] = ProcessInfo.processInfo.environment) -> Int32? {
+        defer {
+            for name in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] { unsetenv(name) }
+        }
+        guard let pid = environment["LISTEN_PID"].flatMap({ Int32($0) }), pid == getpid(),
+              let count = environment["LISTEN_FDS"].flatMap({ Int($0) }), count >= 1 else { return nil }
+        return 3
     }
 
     /// Serves connections until ``stop()``, then reboots the device and removes the socket.
+    ///
+    /// First raises the soft descriptor limit to the hard one (each connection is a descriptor).
     public func run() {
+        let descriptors = (try? DescriptorLimit.raiseToHardLimit()) ?? 1024
+        // Room for every connection, its data channel and a descriptor it passes, and the store's own.
+        let limit = max(1, min(configuration.maximumConnections, (descriptors - 64) / 3))
         Thread.detachNewThread { [self] in autoLockLoop() }
         while !state.withLock({ $0.stopping }) {
-            // At the limit, accept nothing: the next connections wait in the listen queue.
-            if state.withLock({ $0.connections.count >= configuration.maximumConnections }) {
+            // At the limit, make room by closing the oldest connection still without its hello;
+            // if every one has said hello, accept nothing: the next connections wait in the listen queue.
+            guard makeRoom(limit: limit) else {
                 Thread.sleep(forTimeInterval: 0.01)
                 continue
             }
@@ -86,13 +153,27 @@ public final class AgentServer: Sendable {
                 if state.withLock({ $0.stopping }) { break }
                 if error.errno == EMFILE || error.errno == ENFILE {
                     logger.warning("agent: out of descriptors, connections wait", metadata: ["errno": "\(error.errno)"])
+                    _ = evictOldestWithoutHello()
                     Thread.sleep(forTimeInterval: 0.05)
                 }
                 continue
             }
+            // Another user's connection is refused here, before a thread or a buffer is spent on it.
+            guard let peer = try? connection.peerCredentials() else {
+                connection.close()
+                continue
+            }
+            guard peer.uid == getuid() else {
+                logger.warning("agent: refused a connection from another user", metadata: ["uid": "\(peer.uid)", "pid": "\(peer.pid)"])
+                AgentSession.refuse(connection, DataProtectionError(
+                    .notPermitted, "The agent serves only user \(getuid()); this process runs as user \(peer.uid)."))
+                connection.close()
+                continue
+            }
             let admitted = state.withLock { state in
                 guard !state.stopping else { return false }
-                state.connections[ObjectIdentifier(connection)] = connection
+                state.admissions += 1
+                state.connections[ObjectIdentifier(connection)] = Connection(socket: connection, order: state.admissions)
                 return true
             }
             guard admitted else {
@@ -112,6 +193,39 @@ public final class AgentServer: Sendable {
         shutDown()
     }
 
+    /// Whether there is room for one more connection under `limit`; when there is not and a
+    /// connection waits in the listen queue, makes room by closing the oldest one without its
+    /// hello (if it has had a second to send it).
+    private func makeRoom(limit: Int) -> Bool {
+        let full = state.withLock { state in state.connections.values.count { !$0.evicted } >= limit }
+        guard full else { return true }
+        guard (try? listener.waitUntilReadable(milliseconds: 0)) == true else { return false }
+        return evictOldestWithoutHello(admittedBefore: .now - Self.evictionAge)
+    }
+
+    /// How long a connection is left to send its hello before it may make room for another.
+    static let evictionAge = Duration.seconds(1)
+
+    /// Shuts down the oldest connection that has not said hello yet, if it was admitted
+    /// before `time`; `false` if there is none.
+    private func evictOldestWithoutHello(admittedBefore time: ContinuousClock.Instant = .now) -> Bool {
+        let evicted = state.withLock { state -> UnixSocket? in
+            guard let (key, oldest) = state.connections.filter({ !$0.value.greeted && !$0.value.evicted && $0.value.admitted < time })
+                .min(by: { $0.value.order < $1.value.order }) else { return nil }
+            state.connections[key]?.evicted = true
+            return oldest.socket
+        }
+        guard let evicted else { return false }
+        logger.notice("agent: closed a connection without its hello to make room for another")
+        evicted.shutdown()
+        return true
+    }
+
+    /// Records that `socket`'s hello was answered: it is no longer the first to go when room is needed.
+    func noteGreeted(_ socket: UnixSocket) {
+        state.withLock { $0.connections[ObjectIdentifier(socket)]?.greeted = true }
+    }
+
     /// The connections being served now.
     public var connectionCount: Int { state.withLock { $0.connections.count } }
 
@@ -120,7 +234,7 @@ public final class AgentServer: Sendable {
         let connections = state.withLock { state in
             guard !state.stopping else { return [UnixSocket]() }
             state.stopping = true
-            return Array(state.connections.values) + Array(state.dataChannels.values)
+            return state.connections.values.map(\.socket) + Array(state.dataChannels.values)
         }
         listener.shutdown()
         for connection in connections { connection.shutdown() }
@@ -137,7 +251,8 @@ public final class AgentServer: Sendable {
             logger.error("agent: reboot at stop failed", metadata: ["error": "\(error)"])
         }
         // Last: the socket's going tells a waiting `dpctl agent stop` that the reboot is done.
-        unlink(socketPath)
+        // (An inherited socket is its maker's to remove.)
+        if !isSocketInherited { unlink(socketPath) }
     }
 
     // MARK: - Activity and auto-lock

@@ -5,8 +5,9 @@ import SocketBridge
 import SodiumBridge
 import SystemPackage
 
-/// One client connection inside the agent: checks the peer, then answers its requests
-/// one at a time; its handles are closed (flushed) when it goes.
+/// One client connection inside the agent (of this user: the server checked): its hello
+/// within the server's hello timeout, then its requests one at a time; its handles are
+/// closed (flushed) when it goes.
 final class AgentSession {
     let server: AgentServer
     let channel: AgentChannel
@@ -28,18 +29,7 @@ final class AgentSession {
     /// Serves until the client disconnects, breaks the protocol, or the agent stops.
     func serve() {
         defer { closeHandles() }
-        // Before a byte of the request is read: only this user's processes are served.
-        do {
-            let peer = try channel.socket.peerCredentials()
-            guard peer.uid == getuid() else {
-                server.logger.warning("agent: refused a connection from another user", metadata: ["uid": "\(peer.uid)", "pid": "\(peer.pid)"])
-                respond(.failure(DataProtectionError(
-                    .notPermitted, "The agent serves only user \(getuid()); this process runs as user \(peer.uid).")))
-                return
-            }
-        } catch {
-            return
-        }
+        // The peer's user was checked at accept (AgentServer.run).
         do {
             guard try hello() else { return }
             while let (payload, descriptor) = try channel.receive() {
@@ -76,9 +66,24 @@ final class AgentSession {
         }
     }
 
-    /// The first frame must be a hello of this protocol version.
+    /// Answers a connection refused before its hello with `error`, in the frame a hello's
+    /// answer takes (the caller closes it). A client that reads nothing loses only this frame.
+    static func refuse(_ socket: UnixSocket, _ error: DataProtectionError) {
+        try? AgentChannel(socket).send(AgentResponse.failure(error).encoded())
+    }
+
+    /// The first frame must be a hello of this protocol version, whole within the hello timeout.
     private func hello() throws -> Bool {
-        guard let (payload, descriptor) = try channel.receive() else { return false }
+        let limit = server.configuration.helloTimeout
+        let deadline = ContinuousClock.now + limit
+        let socket = channel.socket
+        let received = try channel.receive {
+            let left = deadline - ContinuousClock.now
+            guard left > .zero, try socket.waitUntilReadable(milliseconds: Int32(clamping: Int64(AgentServer.seconds(left) * 1000) + 1)) else {
+                throw AgentProtocolViolation("no hello within \(AgentServer.seconds(limit)) s")
+            }
+        }
+        guard let (payload, descriptor) = received else { return false }
         try? descriptor?.close()
         guard case .hello(let version) = try AgentRequest.decode(payload) else {
             throw AgentProtocolViolation("the first request is not hello")
@@ -94,6 +99,7 @@ final class AgentSession {
         var writer = AgentFieldWriter()
         writer.u32(version)
         writer.u32(UInt32(bitPattern: getpid()))
+        server.noteGreeted(channel.socket)
         return respond(.ok(writer.bytes))
     }
 

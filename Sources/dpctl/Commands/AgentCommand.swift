@@ -33,7 +33,10 @@ struct AgentCommand: ParsableCommand {
             "After a lock, class complete and completeUnlessOpen keys stay this long (iOS: 10 s).", valueName: "duration"))
         var grace = WaitDuration(duration: .seconds(10))
 
-        @Flag(name: .customLong("foreground"), help: "Stay in the foreground (for systemd or a terminal); stop with SIGTERM or Ctrl-C.")
+        @Flag(name: .customLong("foreground"), help: """
+            Stay in the foreground (for systemd or a terminal); stop with SIGTERM or Ctrl-C. Serves on a listening socket \
+            handed over by socket activation (LISTEN_FDS) when there is one.
+            """)
         var foreground = false
 
         @Flag(name: .customLong("detached-child"), help: .hidden)
@@ -44,20 +47,24 @@ struct AgentCommand: ParsableCommand {
         func run() throws {
             try reporting {
                 let location = try Session.location(storeOptions)
-                if let running = try Session.agent(location) {
+                // Socket activation: the socket is ours already (asking it whether an agent
+                // answers would be asking ourselves), and nothing is bound.
+                let inherited = foreground ? AgentServer.inheritedListeningDescriptor() : nil
+                if inherited == nil, let running = try Session.agent(location) {
                     throw DataProtectionError(.storeBusy, "An agent already serves this store (pid \(running.agentProcessIdentifier), socket \(running.socketPath)).",
                                               hint: "Stop it first: `dpctl agent stop`.")
                 }
                 if foreground || detachedChild {
-                    try serve(location)
+                    try serve(location, inherited: inherited)
                 } else {
                     try startDetached()
                 }
             }
         }
 
-        /// Runs the agent in this process until it is stopped.
-        private func serve(_ location: StoreLocation) throws {
+        /// Runs the agent in this process until it is stopped, on `inherited` (a listening
+        /// socket handed over by socket activation) when given, else on the store's socket.
+        private func serve(_ location: StoreLocation, inherited: Int32?) throws {
             if detachedChild { _ = setsid() }
             // `main` tried already; for the agent, which holds keys for hours, it is not optional.
             try ProcessProtection.makeNonDumpable()
@@ -67,8 +74,12 @@ struct AgentCommand: ParsableCommand {
             var configuration = DeviceConfiguration()
             configuration.gracePeriod = grace.duration
             let session = try Session(owning: storeOptions, configuration: configuration)
-            let server = try AgentServer(store: session.local!, socketPath: location.agentSocket,
-                                         configuration: AgentServer.Configuration(autoLock: autoLock.duration))
+            let serverConfiguration = AgentServer.Configuration(autoLock: autoLock.duration)
+            let server = if let inherited {
+                try AgentServer(store: session.local!, listeningDescriptor: inherited, configuration: serverConfiguration)
+            } else {
+                try AgentServer(store: session.local!, socketPath: location.agentSocket, configuration: serverConfiguration)
+            }
             var sources: [any DispatchSourceSignal] = []
             for signalNumber in [SIGTERM, SIGINT, SIGHUP] {
                 signal(signalNumber, SIG_IGN)
