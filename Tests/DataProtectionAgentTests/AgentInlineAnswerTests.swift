@@ -6,7 +6,7 @@ import Testing
 
 /// An answer that carries plaintext of a class that locks (`readFile` inline, a handle's
 /// `read`, `sql`) is not delivered once that class's key is discarded, however slowly its
-/// client reads (agent-protocol.md §9).
+/// client reads (agent-protocol.md §10).
 @Suite struct AgentInlineAnswerTests {
     @Test("a 1 MiB readFile answer a client does not read: at the discard the agent stops sending it and closes the connection")
     func unreadAnswerStopsAtTheDiscard() throws {
