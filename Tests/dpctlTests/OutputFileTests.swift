@@ -8,11 +8,11 @@ struct OutputFileTests {
     /// Runs `dpctl` through `sh -c` so that `umask` and the standard output's target can be set
     /// for the child alone; standard output goes to `stdout` (a shell redirection target).
     static func shell(_ fixture: StoreFixture, umask: String = "022", _ arguments: [String],
-                      stdout: String = "/dev/null") throws -> DPCtlRunner.Result {
+                      stdout: String = "/dev/null", extra: [String: String] = [:]) throws -> DPCtlRunner.Result {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", "umask \(umask) && exec \"$0\" \"$@\" > '\(stdout)'", DPCtlRunner.executable.path] + arguments
-        process.environment = fixture.environment(passcode: "1234")
+        process.environment = fixture.environment(passcode: "1234", extra: extra)
         let error = Pipe()
         process.standardError = error
         process.standardInput = FileHandle.nullDevice
@@ -186,6 +186,28 @@ struct OutputFileTests {
         #expect(result.read == 10)
         #expect(result.status == 0)
         #expect(result.standardError.isEmpty, "\(result.standardError)")
+    }
+
+    @Test("under umask 0, no directory or file dpctl makes is writable by group or others: the state and data directories' parents included")
+    func umaskZeroParents() throws {
+        let fixture = try StoreFixture()
+        let extra = ["XDG_STATE_HOME": fixture.directory.appendingPathComponent("home/.local/state").path,
+                     "DPCTL_STORE": fixture.directory.appendingPathComponent("data/deeper/store").path]
+        let input = try fixture.localFile("input.txt", Data("x".utf8))
+        for arguments in [["init"], ["put", input.path, "Docs/a.txt"], ["mkdir", "Docs/b"]] {
+            let result = try Self.shell(fixture, umask: "000", arguments, extra: extra)
+            #expect(result.status == 0, "\(arguments): \(result.standardError)")
+        }
+        var open: [String] = []
+        let walker = FileManager.default.enumerator(atPath: fixture.directory.path)
+        while let relative = walker?.nextObject() as? String {
+            var status = stat()
+            let path = fixture.directory.appendingPathComponent(relative).path
+            if lstat(path, &status) == 0, status.st_mode & S_IFMT != S_IFLNK, status.st_mode & 0o022 != 0 {
+                open.append("\(relative) \(String(status.st_mode & 0o7777, radix: 8))")
+            }
+        }
+        #expect(open.isEmpty, "paths others may write to: \(open)")
     }
 
     @Test("the store directory is 0700 under umask 0; an existing one others can write to is refused (23) with a hint")

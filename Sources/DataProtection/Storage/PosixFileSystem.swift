@@ -136,6 +136,8 @@ package struct PosixFileSystem: FileSystem {
             return
         }
         try check("mkdir", path, status)
+        // 0700 whatever the umask (one of 0200 would leave a directory its owner cannot write).
+        try check("chmod", path, path.withPlatformString { chmod($0, 0o700) })
     }
 
     package func contentsOfDirectory(at path: FilePath) throws(DataProtectionError) -> [String] {
