@@ -84,4 +84,18 @@ struct DeviceDirectoryTests {
         #expect(try fixture.run(["status", "--json"], passcode: nil).json()["device"] as? String
                 == fixture.store.appendingPathComponent("device").path)
     }
+
+    @Test(".dpstore removed: dpctl finds the store's only device directory, opens it and the store writes .dpstore again")
+    func identityWrittenAgain() throws {
+        let fixture = try StoreFixture()
+        try fixture.initialize()
+        let source = try fixture.localFile("a", Data("secret".utf8))
+        #expect(try fixture.run(["put", source.path, "a"]).status == 0)
+        let identity = fixture.store.appendingPathComponent(".dpstore")
+        let before = try Data(contentsOf: identity)
+        try FileManager.default.removeItem(at: identity)
+        let read = try fixture.run(["cat", "a"])
+        #expect(read.status == 0 && read.standardOutput == "secret", "\(read.standardError)")
+        #expect((try? Data(contentsOf: identity)) == before)
+    }
 }
