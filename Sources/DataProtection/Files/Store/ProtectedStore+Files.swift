@@ -61,7 +61,7 @@ extension ProtectedStore {
     func prepareWriter(at path: String, protection: ProtectionClass?, exclusive: Bool) throws(DataProtectionError) -> ProtectedFileWriter {
         let storePath = try StorePath(path)
         guard !storePath.isRoot else { throw DataProtectionError(.isADirectory, "The store root is a directory.") }
-        try storePath.requireCreatable()
+        try storePath.requireCreatable(rootByteCount: root.string.utf8.count)
         return try namespace.locked { () throws(DataProtectionError) -> ProtectedFileWriter in
             try checkCreatableBeforeMakingParents(storePath, protection: protection)
             let parent = try makeDirectories(storePath.parent, protection: nil)
@@ -269,9 +269,9 @@ extension ProtectedStore {
             }
             if origin.kind == .directory {
                 let below = try treeExtent(at: origin.disk)
-                try to.requireCreatable(depthBelow: below.depth, lengthBelow: below.length)
+                try to.requireCreatable(rootByteCount: root.string.utf8.count, depthBelow: below.depth, lengthBelow: below.length)
             } else {
-                try to.requireCreatable()
+                try to.requireCreatable(rootByteCount: root.string.utf8.count)
             }
             if origin.kind == .file {
                 try FilePlaceRecords.move(fileAt: origin.disk, from: origin.place, to: target.place, device: device) { () throws(DataProtectionError) in
@@ -337,7 +337,7 @@ extension ProtectedStore {
         let protection = protectionChoice.protectionClass
         let from = try StorePath(source)
         let to = try StorePath(destination)
-        try to.requireCreatable()
+        try to.requireCreatable(rootByteCount: root.string.utf8.count)
         try namespace.locked { () throws(DataProtectionError) in
             let origin = try locate(from)
             switch origin.kind {
@@ -375,7 +375,7 @@ extension ProtectedStore {
     ) throws(DataProtectionError) {
         let protection = protectionChoice.protectionClass
         let storePath = try StorePath(path)
-        try storePath.requireCreatable()
+        try storePath.requireCreatable(rootByteCount: root.string.utf8.count)
         try namespace.locked { () throws(DataProtectionError) in
             // Like mkdir(2) and FileManager: a file already at the path is `fileExists`.
             if (try? locate(storePath))?.kind == .file {

@@ -52,12 +52,19 @@ struct StorePath: Hashable, Sendable, CustomStringConvertible {
     /// The on-disk length of this path below the store root.
     var onDiskLength: Int { components.reduce(0) { $0 + 1 + Self.encryptedNameLength($1.utf8.count) } }
 
+    /// What the store adds under `PATH_MAX` beyond an entry's own on-disk path: the longest
+    /// name beside or inside it (a `dpdir` being replaced, a journal's temporary copy) and a NUL.
+    static let pathRoom = 40
+    /// The longest path the kernel takes (`PATH_MAX`, its NUL included).
+    static let pathMaximum = 4096
+
     /// Refuses (`invalidPath`) to create an entry at this path, with a tree of `depthBelow` more
     /// levels and `lengthBelow` more on-disk bytes under it (a directory being moved here),
-    /// when it would pass ``maximumDepth`` or ``maximumOnDiskLength``: beyond them, paths
-    /// outgrow what the kernel takes (`ENAMETOOLONG`), and an entry made could be neither
-    /// listed nor removed.
-    func requireCreatable(depthBelow: Int = 0, lengthBelow: Int = 0) throws(DataProtectionError) {
+    /// when it would pass ``maximumDepth`` or ``maximumOnDiskLength``, or when, below a root
+    /// of `rootByteCount` bytes, a path the store uses for it would pass `PATH_MAX`: beyond
+    /// them, paths outgrow what the kernel takes (`ENAMETOOLONG`), and an entry made could be
+    /// neither listed nor removed.
+    func requireCreatable(rootByteCount: Int, depthBelow: Int = 0, lengthBelow: Int = 0) throws(DataProtectionError) {
         let depth = components.count + depthBelow
         guard depth <= Self.maximumDepth else {
             throw Self.invalid(description, "it would be \(depth) directories deep; a store allows \(Self.maximumDepth)")
@@ -65,6 +72,9 @@ struct StorePath: Hashable, Sendable, CustomStringConvertible {
         let length = onDiskLength + lengthBelow
         guard length <= Self.maximumOnDiskLength else {
             throw Self.invalid(description, "its encrypted names would take \(length) bytes on disk; a store allows \(Self.maximumOnDiskLength) (shorter or fewer names fit)")
+        }
+        guard rootByteCount + length + Self.pathRoom <= Self.pathMaximum else {
+            throw Self.invalid(description, "below the store's root (\(rootByteCount) bytes) its path on disk would pass the system's limit of \(Self.pathMaximum) bytes")
         }
     }
 

@@ -52,4 +52,21 @@ struct PathLimitTests {
         try store.moveItem(atPath: "t", toPath: "p/p/t")
         #expect(try store.contentsOfDirectory(atPath: "p/p") == ["p", "t"])
     }
+
+    @Test("below a long root, a path that would pass PATH_MAX with the root is invalidPath at once, and nothing of it is made")
+    func longRoot() throws {
+        try withScratchDirectory { scratch in
+            var root = scratch
+            for index in 0..<12 { root.appendPathComponent(String(repeating: Character("\(index % 10)"), count: 200)) }
+            try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+            let store = try ProtectedStore(directory: root, configuration: DeviceConfiguration(passcodeCost: .minimal))
+            try store.device.unlock()
+            let long = String(repeating: "n", count: 149)
+            let path = Array(repeating: long, count: 7).joined(separator: "/")  // 1778 bytes of names below a root of about 2,470
+            expectStoreError(.invalidPath, "a path past PATH_MAX with the root") { try store.createDirectory(atPath: path) }
+            #expect(try store.contentsOfDirectory(atPath: "/").isEmpty, "nothing of a refused path is made")
+            try store.createDirectory(atPath: Array(repeating: long, count: 3).joined(separator: "/"))
+            #expect(try store.contentsOfDirectory(atPath: "/") == [long])
+        }
+    }
 }
