@@ -57,12 +57,15 @@ enum LocalUsers {
         return (process.terminationStatus, String(decoding: output, as: UTF8.self))
     }
 
-    /// Sets the sysctl file `name` (under /proc/sys) to `value` for the duration of `body`, then restores it.
-    static func withSysctl<R>(_ name: String, _ value: String, _ body: () throws -> R) throws -> R {
+    /// Sets the sysctl file `name` (under /proc/sys) to `value` for the duration of `body`, then
+    /// restores it. Where it cannot be set (a read-only /proc/sys in a container), `body` runs
+    /// with the setting as it is, and is told so (`false`).
+    static func withSysctl<R>(_ name: String, _ value: String, _ body: (_ isSet: Bool) throws -> R) throws -> R {
         let path = "/proc/sys/" + name.replacingOccurrences(of: ".", with: "/")
         let before = try String(contentsOfFile: path, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-        if before != value { try Data((value + "\n").utf8).write(to: URL(fileURLWithPath: path)) }
-        defer { if before != value { try? Data((before + "\n").utf8).write(to: URL(fileURLWithPath: path)) } }
-        return try body()
+        var changed = false
+        if before != value { changed = (try? Data((value + "\n").utf8).write(to: URL(fileURLWithPath: path))) != nil }
+        defer { if changed { try? Data((before + "\n").utf8).write(to: URL(fileURLWithPath: path)) } }
+        return try body(before == value || changed)
     }
 }
