@@ -84,4 +84,46 @@ struct DeviceDirectoryTests {
         #expect(try fixture.run(["status", "--json"], passcode: nil).json()["device"] as? String
                 == fixture.store.appendingPathComponent("device").path)
     }
+
+    @Test("a FIFO planted as the device's attempts file: unlock fails at once (integrityFailure, 21) naming it, instead of waiting for a writer")
+    func plantedFIFO() throws {
+        let fixture = try StoreFixture()
+        try fixture.initialize()
+        let device = URL(fileURLWithPath: try #require(try fixture.run(["status", "--json"]).json()["device"] as? String))
+        let attempts = device.appendingPathComponent("attempts")
+        try FileManager.default.removeItem(at: attempts)
+        #expect(mkfifo(attempts.path, 0o600) == 0)
+        let process = Process()
+        process.executableURL = DPCtlRunner.executable
+        process.arguments = ["unlock"]
+        process.environment = fixture.environment(passcode: "1234")
+        let error = Pipe()
+        process.standardError = error
+        process.standardOutput = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(15)
+        while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        let hung = process.isRunning
+        if hung { kill(process.processIdentifier, SIGKILL) }  // blocked in open(2): SIGTERM's handler would wait too
+        process.waitUntilExit()
+        #expect(!hung, "dpctl unlock still waited on the FIFO after 15 s")
+        let message = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(process.terminationStatus == 21, "\(message)")
+        #expect(message.contains("attempts") && message.contains("not a regular file"), "\(message)")
+    }
+
+    @Test(".dpstore removed: dpctl finds the store's only device directory, opens it and the store writes .dpstore again")
+    func identityWrittenAgain() throws {
+        let fixture = try StoreFixture()
+        try fixture.initialize()
+        let source = try fixture.localFile("a", Data("secret".utf8))
+        #expect(try fixture.run(["put", source.path, "a"]).status == 0)
+        let identity = fixture.store.appendingPathComponent(".dpstore")
+        let before = try Data(contentsOf: identity)
+        try FileManager.default.removeItem(at: identity)
+        let read = try fixture.run(["cat", "a"])
+        #expect(read.status == 0 && read.standardOutput == "secret", "\(read.standardError)")
+        #expect((try? Data(contentsOf: identity)) == before)
+    }
 }

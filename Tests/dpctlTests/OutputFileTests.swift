@@ -8,11 +8,11 @@ struct OutputFileTests {
     /// Runs `dpctl` through `sh -c` so that `umask` and the standard output's target can be set
     /// for the child alone; standard output goes to `stdout` (a shell redirection target).
     static func shell(_ fixture: StoreFixture, umask: String = "022", _ arguments: [String],
-                      stdout: String = "/dev/null") throws -> DPCtlRunner.Result {
+                      stdout: String = "/dev/null", extra: [String: String] = [:]) throws -> DPCtlRunner.Result {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", "umask \(umask) && exec \"$0\" \"$@\" > '\(stdout)'", DPCtlRunner.executable.path] + arguments
-        process.environment = fixture.environment(passcode: "1234")
+        process.environment = fixture.environment(passcode: "1234", extra: extra)
         let error = Pipe()
         process.standardError = error
         process.standardInput = FileHandle.nullDevice
@@ -91,6 +91,72 @@ struct OutputFileTests {
         #expect(lstat(fifo.path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFIFO)
     }
 
+    @Test("get -o onto a link another user planted in a sticky directory is refused by the kernel (notPermitted, 20): nothing reaches the other user's file",
+          .enabled(if: LocalUsers.available, "needs root, useradd and setpriv to run as two real users"))
+    func plantedLinkInStickyDirectory() throws {
+        let victim = try LocalUsers.Victim.create()
+        defer { victim.remove() }
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("dpctl-sticky-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: base) }
+        let home = base.appendingPathComponent("victim"), attackerHome = base.appendingPathComponent("nobody")
+        let shared = base.appendingPathComponent("shared")
+        let layout: [(URL, uid_t, gid_t, mode_t)] = [(base, 0, 0, 0o755), (home, victim.uid, victim.gid, 0o700),
+                                                      (attackerHome, LocalUsers.attacker.uid, LocalUsers.attacker.gid, 0o777),
+                                                      (shared, 0, 0, 0o1777)]
+        for (directory, user, group, mode) in layout {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            #expect(chown(directory.path, user, group) == 0 && chmod(directory.path, mode) == 0)
+        }
+        var environment = ProcessInfo.processInfo.environment
+        environment["HOME"] = home.path
+        environment["XDG_STATE_HOME"] = home.appendingPathComponent("state").path
+        environment["XDG_RUNTIME_DIR"] = nil
+        environment["DPCTL_STORE"] = home.appendingPathComponent("store").path
+        environment["DPCTL_PASSCODE"] = "1234"
+        func asVictim(_ arguments: [String]) throws -> DPCtlRunner.Result {
+            try DPCtlRunner.run(arguments, fullEnvironment: environment, wrapper: victim.wrapper)
+        }
+        let secret = Data("complete plaintext of the victim\n".utf8)
+        let input = home.appendingPathComponent("c.txt")
+        try secret.write(to: input)
+        #expect(chown(input.path, victim.uid, victim.gid) == 0)
+        for arguments in [["init"], ["put", input.path, "Docs/c.txt", "--class", "complete"]] {
+            let result = try asVictim(arguments)
+            try #require(result.status == 0, "\(arguments): \(result.standardError)")
+        }
+        let nobody = LocalUsers.wrapper(uid: LocalUsers.attacker.uid, gid: LocalUsers.attacker.gid)
+        let loot = attackerHome.appendingPathComponent("loot"), link = shared.appendingPathComponent("report.txt")
+        #expect(try LocalUsers.run("/bin/sh", ["-c", "umask 0 && : > '\(loot.path)' && ln -s '\(loot.path)' '\(link.path)'"],
+                                   wrapper: nobody).status == 0)
+        let planted = shared.appendingPathComponent("planted.txt")
+        #expect(try LocalUsers.run("/bin/sh", ["-c", "umask 0 && : > '\(planted.path)'"], wrapper: nobody).status == 0)
+
+        try LocalUsers.withSysctl("fs.protected_symlinks", "1") { isSet in
+            // Without the kernel's rule (a read-only /proc/sys), dpctl's own check of the owner must still refuse.
+            if !isSet { print("fs.protected_symlinks cannot be set here: the link is followed, and only dpctl's owner check is tested") }
+            let throughLink = try asVictim(["get", "Docs/c.txt", "-o", link.path])
+            #expect(throughLink.status == 20, "\(throughLink.standardError)")
+            #expect(throughLink.standardError.contains("report.txt"), "\(throughLink.standardError)")
+            let intoTheirs = try asVictim(["get", "Docs/c.txt", "-o", planted.path])
+            #expect(intoTheirs.status == 20, "\(intoTheirs.standardError)")
+        }
+        // Nothing of the plaintext anywhere nobody can read: its directory, the shared one.
+        for directory in [attackerHome, shared] {
+            for name in try FileManager.default.contentsOfDirectory(atPath: directory.path) {
+                let contents = (try? Data(contentsOf: directory.appendingPathComponent(name))) ?? Data()
+                #expect(contents.range(of: Data("complete plaintext".utf8)) == nil, "\(name) holds the plaintext")
+            }
+        }
+        var status = stat()
+        #expect(lstat(loot.path, &status) == 0 && status.st_uid == LocalUsers.attacker.uid && status.st_size == 0)
+        #expect(lstat(planted.path, &status) == 0 && status.st_uid == LocalUsers.attacker.uid && status.st_size == 0)
+        // The victim's own output in its own directory is still written.
+        let own = home.appendingPathComponent("out.txt")
+        let written = try asVictim(["get", "Docs/c.txt", "-o", own.path])
+        #expect(written.status == 0, "\(written.standardError)")
+        #expect(try Data(contentsOf: own) == secret)
+    }
+
     @Test("get -o onto a directory is isADirectory (17) and writes nothing")
     func outputOntoDirectory() throws {
         let (fixture, _) = try Self.prepared()
@@ -122,6 +188,28 @@ struct OutputFileTests {
         #expect(result.read == 10)
         #expect(result.status == 0)
         #expect(result.standardError.isEmpty, "\(result.standardError)")
+    }
+
+    @Test("under umask 0, no directory or file dpctl makes is writable by group or others: the state and data directories' parents included")
+    func umaskZeroParents() throws {
+        let fixture = try StoreFixture()
+        let extra = ["XDG_STATE_HOME": fixture.directory.appendingPathComponent("home/.local/state").path,
+                     "DPCTL_STORE": fixture.directory.appendingPathComponent("data/deeper/store").path]
+        let input = try fixture.localFile("input.txt", Data("x".utf8))
+        for arguments in [["init"], ["put", input.path, "Docs/a.txt"], ["mkdir", "Docs/b"]] {
+            let result = try Self.shell(fixture, umask: "000", arguments, extra: extra)
+            #expect(result.status == 0, "\(arguments): \(result.standardError)")
+        }
+        var open: [String] = []
+        let walker = FileManager.default.enumerator(atPath: fixture.directory.path)
+        while let relative = walker?.nextObject() as? String {
+            var status = stat()
+            let path = fixture.directory.appendingPathComponent(relative).path
+            if lstat(path, &status) == 0, status.st_mode & S_IFMT != S_IFLNK, status.st_mode & 0o022 != 0 {
+                open.append("\(relative) \(String(status.st_mode & 0o7777, radix: 8))")
+            }
+        }
+        #expect(open.isEmpty, "paths others may write to: \(open)")
     }
 
     @Test("the store directory is 0700 under umask 0; an existing one others can write to is refused (23) with a hint")

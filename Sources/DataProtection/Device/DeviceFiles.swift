@@ -159,7 +159,10 @@ struct DeviceFiles: Sendable {
         do throws(DataProtectionError) {
             file = try fileSystem.readFile(at: attempts, limit: smallFileByteLimit)
         } catch where error.code == .integrityFailure {
-            return nil  // far longer than a record: unreadable, like one that does not authenticate
+            // A FIFO, device or socket planted there is refused as it stands (never replaced behind
+            // the user's back); a file far longer than a record is unreadable, like one that does not authenticate.
+            if let status = try? fileSystem.status(at: attempts), status.kind != .regular { throw error }
+            return nil
         }
         guard let file else { return nil }
         return try? AttemptRecord.decode(file, macKey: macKey)

@@ -136,6 +136,8 @@ package struct PosixFileSystem: FileSystem {
             return
         }
         try check("mkdir", path, status)
+        // 0700 whatever the umask (one of 0200 would leave a directory its owner cannot write).
+        try check("chmod", path, path.withPlatformString { chmod($0, 0o700) })
     }
 
     package func contentsOfDirectory(at path: FilePath) throws(DataProtectionError) -> [String] {
@@ -150,13 +152,31 @@ package struct PosixFileSystem: FileSystem {
     // MARK: - Protected data files and the store's tree
 
     package func openDataFile(at path: FilePath, create: Bool) throws(DataProtectionError) -> FileDescriptor {
-        try call("open", path) {
+        let descriptor = try call("open", path) {
             if create {
                 try FileDescriptor.open(path, .readWrite, options: [.create, .exclusiveCreate, .closeOnExec, .noFollow],
                                         permissions: [.ownerReadWrite])
             } else {
-                try FileDescriptor.open(path, .readWrite, options: [.closeOnExec, .noFollow])
+                try FileDescriptor.open(path, .readWrite, options: [.closeOnExec, .noFollow, .nonBlocking])
             }
+        }
+        if !create { try Self.requireRegular(descriptor, path: path) }
+        return descriptor
+    }
+
+    /// Refuses (`integrityFailure`) anything but a regular file where DataProtection keeps one:
+    /// a FIFO, a device or a socket planted in the store or device directory. Closes `descriptor` when it refuses.
+    private static func requireRegular(_ descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) {
+        var status = stat()
+        guard fstat(descriptor.rawValue, &status) == 0 else {
+            let failure = Self.error(for: Errno(rawValue: errno), operation: "fstat", path: path)
+            try? descriptor.close()
+            throw failure
+        }
+        guard status.st_mode & S_IFMT == S_IFREG else {
+            try? descriptor.close()
+            throw .integrity("\(path) is not a regular file (a FIFO, device, socket or directory): DataProtection never makes one there.",
+                             hint: "Something outside DataProtection planted it in the store or device directory; remove it.")
         }
     }
 
@@ -253,8 +273,13 @@ package struct PosixFileSystem: FileSystem {
 
     private func openForReading(_ path: FilePath) throws(DataProtectionError) -> FileDescriptor? {
         do {
-            // Never through a link planted in the store or device directory.
-            return try FileDescriptor.open(path, .readOnly, options: [.closeOnExec, .noFollow])
+            // Never through a link planted in the store or device directory, never waiting on a
+            // FIFO planted there (O_NONBLOCK: opening one for reading would wait for a writer).
+            let descriptor = try FileDescriptor.open(path, .readOnly, options: [.closeOnExec, .noFollow, .nonBlocking])
+            try Self.requireRegular(descriptor, path: path)
+            return descriptor
+        } catch let error as DataProtectionError {
+            throw error
         } catch let errno as Errno where errno == .noSuchFileOrDirectory {
             return nil
         } catch let errno as Errno {

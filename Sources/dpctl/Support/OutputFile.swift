@@ -2,28 +2,29 @@ import DataProtection
 import Foundation
 import SystemPackage
 
-/// Where `get -o <file>` writes, decided from what is at the path (as `cp` and `age -o` do).
+/// Where `get -o <file>` writes, decided from what is at the path itself (never following
+/// a symbolic link in this process: the kernel follows it, with its checks).
 ///
-/// - A symbolic link is followed to its target, and the rules below apply to the target.
-/// - A regular file, or nothing: a new file (mode 0600) beside it, made durable, then
-///   renamed over it, so the old content stays until the new one is complete. A replaced
-///   file's mode and owner are kept where this process may set them.
-/// - A device, FIFO or socket is opened and written in place: no rename, no `fsync`.
+/// - Nothing: a new file (mode 0600) beside the path, made durable, then renamed to it.
+/// - A regular file this user owns: replaced the same way (a new file in the same
+///   directory, renamed over it), so the old content stays until the new one is complete;
+///   its mode is kept.
+/// - Anything else (a symbolic link, a device, FIFO or socket) is opened with `open(2)` and
+///   written in place, as a shell's `>` does: the kernel's `protected_symlinks`,
+///   `protected_regular` and `protected_fifos` rules apply (a link another user planted in
+///   a sticky directory is refused: `notPermitted`). A regular file reached so must be this
+///   user's (it is then truncated and written); a new one is made 0600.
+/// - A regular file of another user (directly or through a link) is `notPermitted`: its
+///   owner could read the plaintext, and replacing it would change its owner behind the
+///   kernel's back (the sticky-directory rule).
 /// - A directory is `isADirectory`.
 struct OutputFile {
     /// How the bytes reach the path.
     enum Method {
-        /// Into `temporary`, then renamed over `final`.
-        case replace(temporary: FilePath, final: FilePath, keeping: Ownership?)
-        /// Straight into the special file at the path.
+        /// Into `temporary`, then renamed over `final` (in the same directory).
+        case replace(temporary: FilePath, final: FilePath)
+        /// Straight into what the kernel opened at the path.
         case inPlace
-    }
-
-    /// The mode and owner of a regular file being replaced.
-    struct Ownership {
-        let permissions: FilePermissions
-        let user: uid_t
-        let group: gid_t
     }
 
     let path: FilePath
@@ -34,44 +35,83 @@ struct OutputFile {
 
     /// Opens the output for `given` (what the user typed).
     static func open(_ given: String) throws(DataProtectionError) -> OutputFile {
-        let target = try resolveLinks(FilePath(given), describe: given)
-        let existing = try? target.stat(followTargetSymlink: false)
-        switch existing?.type {
-        case .directory?:
+        let path = FilePath(given)
+        var status = stat()
+        guard lstat(given, &status) == 0 else {
+            guard errno == ENOENT else { throw failure("lstat", given) }
+            return try replacing(path, describe: given, keeping: nil)
+        }
+        switch status.st_mode & S_IFMT {
+        case S_IFDIR:
             throw DataProtectionError(.isADirectory, "\(given) is a directory.", hint: "Give a file name, e.g. -o \(given)/<name>.")
-        case .characterSpecial?, .blockSpecial?, .fifo?, .socket?:
-            // Opening a FIFO blocks until a reader comes, as writing to it with the shell would.
-            let descriptor = try call("open", given) {
-                try FileDescriptor.open(target, .writeOnly, options: [.closeOnExec, .noFollow])
-            }
-            return OutputFile(path: target, descriptor: descriptor, method: .inPlace, describe: given)
+        case S_IFREG:
+            try requireOwned(status, describe: given)
+            return try replacing(path, describe: given, keeping: status)
         default:
-            let name = target.lastComponent?.string ?? "output"
-            let temporary = target.removingLastComponent().appending(".\(name).dpctl-\(UUID().uuidString)")
-            let descriptor = try call("create", given) {
-                try FileDescriptor.open(temporary, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec],
-                                        permissions: [.ownerReadWrite])
-            }
-            let ownership = existing.map {
-                Ownership(permissions: $0.permissions, user: $0.userID.rawValue, group: $0.groupID.rawValue)
-            }
-            return OutputFile(path: target, descriptor: descriptor,
-                              method: .replace(temporary: temporary, final: target, keeping: ownership), describe: given)
+            return try inPlace(path, describe: given)
         }
     }
 
-    /// Completes the output: for a replaced file, its mode and owner, `fsync`, rename;
-    /// then closes the descriptor.
+    /// A new file beside `path`, to be renamed over it at ``commit()``.
+    private static func replacing(_ path: FilePath, describe: String, keeping existing: stat?) throws(DataProtectionError) -> OutputFile {
+        let name = path.lastComponent?.string ?? "output"
+        let temporary = path.removingLastComponent().appending(".\(name).dpctl-\(UUID().uuidString)")
+        let descriptor = try call("create", describe) {
+            try FileDescriptor.open(temporary, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec, .noFollow],
+                                    permissions: [.ownerReadWrite])
+        }
+        if let existing {
+            // Ours: its group (where this user may give it) and mode are kept; set-id bits are not carried to new content.
+            _ = fchown(descriptor.rawValue, uid_t.max, existing.st_gid)
+            _ = fchmod(descriptor.rawValue, existing.st_mode & 0o777)
+        }
+        return OutputFile(path: path, descriptor: descriptor, method: .replace(temporary: temporary, final: path), describe: describe)
+    }
+
+    /// The path opened by the kernel (links followed under its rules) and written in place.
+    private static func inPlace(_ path: FilePath, describe: String) throws(DataProtectionError) -> OutputFile {
+        // O_CREAT as a shell's `>`: the kernel's protected_regular and protected_fifos apply;
+        // no O_TRUNC before the owner is known. Opening a FIFO blocks until a reader comes.
+        let descriptor = try call("open", describe) {
+            try FileDescriptor.open(path, .writeOnly, options: [.create, .closeOnExec, FileDescriptor.OpenOptions(rawValue: O_NOCTTY)],
+                                    permissions: [.ownerReadWrite])
+        }
+        do throws(DataProtectionError) {
+            var status = stat()
+            guard fstat(descriptor.rawValue, &status) == 0 else { throw failure("fstat", describe) }
+            if status.st_mode & S_IFMT == S_IFREG {
+                try requireOwned(status, describe: describe)
+                guard ftruncate(descriptor.rawValue, 0) == 0 else { throw failure("truncate", describe) }
+            }
+        } catch {
+            try? descriptor.close()
+            throw error
+        }
+        return OutputFile(path: path, descriptor: descriptor, method: .inPlace, describe: describe)
+    }
+
+    /// Refuses a regular file of another user: plaintext written there would be its owner's to read.
+    private static func requireOwned(_ status: stat, describe: String) throws(DataProtectionError) {
+        guard status.st_uid != geteuid() else { return }
+        throw DataProtectionError(
+            .notPermitted, "\(describe) is a file of another user (uid \(status.st_uid)): dpctl does not write into it.",
+            hint: "Remove it first (if you may), or choose another path.")
+    }
+
+    /// Completes the output: for a replaced file, `fsync` and rename (after checking that
+    /// what is at the path is still nothing or this user's regular file); then closes the descriptor.
     func commit() throws(DataProtectionError) {
         defer { try? descriptor.close() }
-        guard case .replace(let temporary, let final, let ownership) = method else { return }
+        guard case .replace(let temporary, let final) = method else { return }
         do throws(DataProtectionError) {
-            if let ownership {
-                // Best effort, as cp -p without root: a mode or owner this process may not set stays 0600 / ours.
-                _ = fchown(descriptor.rawValue, ownership.user, ownership.group)
-                _ = fchmod(descriptor.rawValue, ownership.permissions.rawValue & 0o7777)
-            }
             guard fsync(descriptor.rawValue) == 0 else { throw Self.failure("fsync", describe) }
+            var status = stat()
+            if lstat(final.string, &status) == 0 {
+                guard status.st_mode & S_IFMT == S_IFREG else {
+                    throw DataProtectionError(.ioFailure, "Cannot write \(describe): it was replaced while being written.")
+                }
+                try Self.requireOwned(status, describe: describe)
+            }
             guard rename(temporary.string, final.string) == 0 else { throw Self.failure("rename", describe) }
         } catch {
             unlink(temporary.string)
@@ -82,35 +122,31 @@ struct OutputFile {
     /// Removes what an unfinished output left (the temporary file of a replacement).
     func abandon() {
         try? descriptor.close()
-        if case .replace(let temporary, _, _) = method { unlink(temporary.string) }
+        if case .replace(let temporary, _) = method { unlink(temporary.string) }
     }
 
-    /// `path` with every symbolic link along its last component followed (at most 40, as the kernel does).
-    private static func resolveLinks(_ path: FilePath, describe: String) throws(DataProtectionError) -> FilePath {
-        var current = path
-        for _ in 0..<40 {
-            guard let status = try? current.stat(followTargetSymlink: false), status.type == .symbolicLink else { return current }
-            let destination: String
-            do {
-                destination = try FileManager.default.destinationOfSymbolicLink(atPath: current.string)
-            } catch {
-                throw DataProtectionError(.ioFailure, "Cannot read the link \(current): \(error.localizedDescription)")
-            }
-            let next = FilePath(destination)
-            current = next.isAbsolute ? next : current.removingLastComponent().pushing(next)
-        }
-        throw DataProtectionError(.ioFailure, "Too many levels of symbolic links at \(describe).")
-    }
-
+    /// `errno` of `operation` as an error: a refusal by the kernel (EACCES, EPERM) is `notPermitted`.
     private static func failure(_ operation: String, _ describe: String) -> DataProtectionError {
-        DataProtectionError(.ioFailure, "Cannot write \(describe): \(operation): \(Errno(rawValue: errno).description).")
+        error(Errno(rawValue: errno), operation, describe)
+    }
+
+    private static func error(_ errno: Errno, _ operation: String, _ describe: String) -> DataProtectionError {
+        if errno == .permissionDenied || errno == .notPermitted {
+            return DataProtectionError(
+                .notPermitted, "Cannot write \(describe): \(operation): \(errno.description).",
+                hint: "A symbolic link or file of another user in a shared (sticky) directory is refused by the kernel; choose another path.")
+        }
+        if errno == .tooManySymbolicLinkLevels {
+            return DataProtectionError(.ioFailure, "Cannot write \(describe): \(operation): too many levels of symbolic links.")
+        }
+        return DataProtectionError(.ioFailure, "Cannot write \(describe): \(operation): \(errno.description).")
     }
 
     private static func call<R>(_ operation: String, _ describe: String, _ body: () throws -> R) throws(DataProtectionError) -> R {
         do {
             return try body()
         } catch let errno as Errno {
-            throw DataProtectionError(.ioFailure, "Cannot write \(describe): \(operation): \(errno.description).")
+            throw error(errno, operation, describe)
         } catch {
             throw DataProtectionError(.ioFailure, "Cannot write \(describe): \(operation): \(error).")
         }

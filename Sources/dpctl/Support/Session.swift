@@ -87,21 +87,13 @@ struct Session {
                                       hint: "Use `dpctl erase --yes` to start afresh, or choose another --store.")
         }
         let explicit = StoreLocation.explicitDevice(options)
-        do {
-            // Only the parents here: the directories themselves are made by the library, mode 0700 whatever the umask.
-            try FileManager.default.createDirectory(at: directory.deletingLastPathComponent(), withIntermediateDirectories: true)
-        } catch {
-            throw DataProtectionError(.ioFailure, "Cannot create \(directory.path): \(error.localizedDescription)")
-        }
+        // Only the parents here: the directories themselves are made by the library. All 0700 whatever the umask.
+        try PrivateDirectories.create(directory.deletingLastPathComponent())
         let identifier = try ProtectedStore.createDataDirectory(at: directory)
         let device = explicit ?? StoreLocation.defaultDevice(identifier: identifier)
         let location = StoreLocation(data: directory, device: device, combined: false)
         do throws(DataProtectionError) {
-            do {
-                try FileManager.default.createDirectory(at: device.deletingLastPathComponent(), withIntermediateDirectories: true)
-            } catch {
-                throw DataProtectionError(.ioFailure, "Cannot create \(device.deletingLastPathComponent().path): \(error.localizedDescription)")
-            }
+            try PrivateDirectories.create(device.deletingLastPathComponent())
             let local = if let passcode {
                 try ProtectedStore(creatingAt: directory, deviceDirectory: device, passcode: passcode)
             } else {

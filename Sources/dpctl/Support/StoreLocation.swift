@@ -46,7 +46,9 @@ struct StoreLocation {
         if explicit == nil, FileManager.default.fileExists(atPath: combinedDevice.path) {
             return StoreLocation(data: directory.appendingPathComponent("files"), device: combinedDevice, combined: true)
         }
-        guard let identifier = try ProtectedStore.identifier(ofDataDirectory: directory) else { return nil }
+        guard let identifier = try ProtectedStore.identifier(ofDataDirectory: directory) else {
+            return try withoutIdentity(directory, explicit: explicit)
+        }
         let device = explicit ?? defaultDevice(identifier: identifier)
         guard FileManager.default.fileExists(atPath: device.path) else {
             throw DataProtectionError(
@@ -55,5 +57,25 @@ struct StoreLocation {
                 hint: "Copy the device directory from the machine the store was made on, or pass --device <dir> (or set DPCTL_DEVICE).")
         }
         return StoreLocation(data: directory, device: device, combined: false)
+    }
+
+    /// A data directory that holds a store (its root's `dpdir`) but lost its `.dpstore`: its
+    /// device directory is the one named (`--device`), else the only one under
+    /// `$XDG_STATE_HOME/dpctl`. The store writes `.dpstore` again once that device's keys
+    /// authenticate the data (`Keys/file-format.md` §11.3 step 3); `nil` if there is no store.
+    private static func withoutIdentity(_ directory: URL, explicit: URL?) throws(DataProtectionError) -> StoreLocation? {
+        guard FileManager.default.fileExists(atPath: directory.appendingPathComponent("dpdir").path) else { return nil }
+        if let explicit { return StoreLocation(data: directory, device: explicit, combined: false) }
+        let devices = defaultDevice(identifier: "id").deletingLastPathComponent()
+        let candidates = ((try? FileManager.default.contentsOfDirectory(atPath: devices.path)) ?? []).sorted()
+            .map { devices.appendingPathComponent($0) }
+            .filter { FileManager.default.fileExists(atPath: $0.appendingPathComponent("store-id").path) }
+        guard candidates.count == 1 else {
+            throw DataProtectionError(
+                .integrityFailure,
+                "The data directory \(directory.path) holds a store but has lost its identity (.dpstore), and \(candidates.isEmpty ? "no" : "more than one") device directory is under \(devices.path).",
+                hint: "Pass its device directory: --device <dir> (or set DPCTL_DEVICE); the store records its identity again.")
+        }
+        return StoreLocation(data: directory, device: candidates[0], combined: false)
     }
 }

@@ -268,6 +268,7 @@ extension ProtectedStore {
         let storePath = try StorePath(path)
         return try namespace.locked { () throws(DataProtectionError) -> ProtectedFileHandle in
             if create {
+                try storePath.requireCreatable(rootByteCount: root.string.utf8.count)
                 try checkCreatableBeforeMakingParents(storePath, protection: protection)
                 try makeDirectories(storePath.parent, protection: nil)
             }

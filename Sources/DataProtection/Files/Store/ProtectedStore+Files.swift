@@ -61,6 +61,7 @@ extension ProtectedStore {
     func prepareWriter(at path: String, protection: ProtectionClass?, exclusive: Bool) throws(DataProtectionError) -> ProtectedFileWriter {
         let storePath = try StorePath(path)
         guard !storePath.isRoot else { throw DataProtectionError(.isADirectory, "The store root is a directory.") }
+        try storePath.requireCreatable(rootByteCount: root.string.utf8.count)
         return try namespace.locked { () throws(DataProtectionError) -> ProtectedFileWriter in
             try checkCreatableBeforeMakingParents(storePath, protection: protection)
             let parent = try makeDirectories(storePath.parent, protection: nil)
@@ -262,6 +263,12 @@ extension ProtectedStore {
             if origin.kind == .directory, to.components.starts(with: from.components) {
                 throw DataProtectionError.invalidArgument("Cannot move \(from) into itself.")
             }
+            if origin.kind == .directory {
+                let below = try treeExtent(at: origin.disk)
+                try to.requireCreatable(rootByteCount: root.string.utf8.count, depthBelow: below.depth, lengthBelow: below.length)
+            } else {
+                try to.requireCreatable(rootByteCount: root.string.utf8.count)
+            }
             if origin.kind == .file {
                 try FilePlaceRecords.move(fileAt: origin.disk, from: origin.place, to: target.place, device: device) { () throws(DataProtectionError) in
                     // Handles follow their file; no flush of it runs meanwhile (its journal stays beside it).
@@ -326,6 +333,7 @@ extension ProtectedStore {
         let protection = protectionChoice.protectionClass
         let from = try StorePath(source)
         let to = try StorePath(destination)
+        try to.requireCreatable(rootByteCount: root.string.utf8.count)
         try namespace.locked { () throws(DataProtectionError) in
             let origin = try locate(from)
             switch origin.kind {
@@ -363,6 +371,7 @@ extension ProtectedStore {
     ) throws(DataProtectionError) {
         let protection = protectionChoice.protectionClass
         let storePath = try StorePath(path)
+        try storePath.requireCreatable(rootByteCount: root.string.utf8.count)
         try namespace.locked { () throws(DataProtectionError) in
             // Like mkdir(2) and FileManager: a file already at the path is `fileExists`.
             if (try? locate(storePath))?.kind == .file {
@@ -401,6 +410,19 @@ extension ProtectedStore {
             }
             return names.sorted()
         }
+    }
+
+    /// How far the tree of the directory at `disk` reaches below it: its deepest level of
+    /// entries, and its longest on-disk path below it (names and their `/`).
+    private func treeExtent(at disk: FilePath) throws(DataProtectionError) -> (depth: Int, length: Int) {
+        var extent = (depth: 0, length: 0)
+        for entry in try fileSystem.contentsOfDirectory(at: disk) where Self.isEntryName(entry) {
+            var below = (depth: 0, length: 0)
+            if try kind(of: disk.appending(entry)) == .directory { below = try treeExtent(at: disk.appending(entry)) }
+            extent.depth = max(extent.depth, 1 + below.depth)
+            extent.length = max(extent.length, 1 + entry.utf8.count + below.length)
+        }
+        return extent
     }
 
     /// Whether an on-disk name is an entry (not metadata, a journal or debris).

@@ -21,18 +21,22 @@ extension ProtectedStore {
         try prepareRoot()
     }
 
-    /// Binds the directory at `disk` (its `dpdir`) to `place`, then every entry inside it to
-    /// its place, recursively. Nothing is decrypted but names; no class key is needed.
+    /// Binds every entry inside the directory at `disk` to its place, recursively, then the
+    /// directory itself (its `dpdir`) to `place`. Nothing is decrypted but names; no class key
+    /// is needed.
+    ///
+    /// Only a directory whose authenticated `dpdir` is still at version 1 is bound: one at
+    /// version 2 is at layout 2 with everything in it (its `dpdir` is written last), and is
+    /// left as it is. So a missing or layout-1 `store-id` beside a store at layout 2 (deleted,
+    /// or planted) binds nothing: entries exchanged on disk stay refused, never re-bound
+    /// (`Keys/file-format.md` §11.4).
     private func bindEntriesMadeBeforePlaces(in disk: FilePath, place: Place) throws(DataProtectionError) {
         let metadataPath = disk.appending(DirectoryMetadata.fileName)
         guard let data = try fileSystem.readFile(at: metadataPath, limit: smallFileByteLimit) else {
             throw .integrity("A store directory has lost its metadata: the store was tampered with.")
         }
         let metadata = try DirectoryMetadata.decode(data, device: device)
-        let bound = try metadata.placed(place, place, device: device)
-        if bound != metadata {
-            try AtomicFileWriter(fileSystem: fileSystem).write([.data(bound.encoded(device: device))], to: metadataPath)
-        }
+        guard metadata.places.isEmpty else { return }
         for entry in try fileSystem.contentsOfDirectory(at: disk) where Self.isEntryName(entry) {
             guard let name = try NameCipher.decrypt(entry, directoryID: metadata.id, device: device) else {
                 throw .integrity("A store directory holds an entry whose name does not decrypt: the store was tampered with.")
@@ -49,5 +53,7 @@ extension ProtectedStore {
                 continue
             }
         }
+        try AtomicFileWriter(fileSystem: fileSystem).write([.data(metadata.placed(place, place, device: device).encoded(device: device))],
+                                                          to: metadataPath)
     }
 }

@@ -61,8 +61,15 @@ public final class ProtectedStore: Sendable {
         device.addLifecycleObserver(observer)
         if device.hasDataToErase {
             // The device was erased while this store was not open (or the erase was cut short):
-            // its files from before are unreadable debris, removed before anything else.
-            try fileSystem.removeTree(at: root)
+            // its files from before are unreadable debris, removed before anything else. The
+            // `erasing` mark is not authenticated: the files are from before the erase only when
+            // the root's metadata does not authenticate with the new keys (a planted mark beside
+            // the current data removes nothing).
+            if !StoreIdentity.rootAuthenticates(root: root, device: device) {
+                try fileSystem.removeTree(at: root)
+            } else {
+                device.logger.warning("an erase mark stood beside data of the current keys; nothing removed")
+            }
             try fileSystem.createDirectory(at: root)
             try openRoot()
             try device.dataErased()

@@ -62,10 +62,32 @@ enum StoreIdentity {
             throw .integrity("The data directory \(root) holds a store, but its device directory \(device.directory.path) was just made afresh: the data cannot be opened without the device directory it was made with.",
                              hint: "Use the device directory the store was made with (copy it from the machine the data comes from, or pass --device <dir>).")
         }
+        if hasData && data == nil {
+            // §11.3 step 3 writes `.dpstore` again from `store-id`: only for data this device's
+            // metadata key authenticates, never binding another device's data to this one.
+            try requireRootAuthenticates(root: root, device: device)
+        }
         // The device directory says which layout the data is at (the data directory's own
         // claim is not trusted: an attacker with the data alone could forge it).
         return Pairing(id: data?.id ?? deviceSide?.id ?? Random.bytes(count: idByteCount),
                        needsPlaces: hasData && (deviceSide?.version ?? 1) < version)
+    }
+
+    /// Refuses (`integrityFailure`) a root whose `dpdir` does not authenticate with `device`.
+    static func requireRootAuthenticates(root: FilePath, device: Device) throws(DataProtectionError) {
+        let fileSystem = device.fileSystem
+        guard let metadata = try fileSystem.readFile(at: root.appending(DirectoryMetadata.fileName), limit: smallFileByteLimit),
+              (try? DirectoryMetadata.decode(metadata, device: device)) != nil
+        else {
+            throw .integrity("The data directory \(root) has no \(fileName), and its metadata does not authenticate with the device directory \(device.directory.path): it belongs to another device.",
+                             hint: "Open it with its own device directory (dpctl: --device <dir>).")
+        }
+    }
+
+    /// Whether the data at `root` was written with `device`'s current keys: its root `dpdir`
+    /// authenticates. After an erase (new keys) the files from before do not.
+    static func rootAuthenticates(root: FilePath, device: Device) -> Bool {
+        (try? requireRootAuthenticates(root: root, device: device)) != nil
     }
 
     /// Records the pairing at the current layout on both sides (the device's first).

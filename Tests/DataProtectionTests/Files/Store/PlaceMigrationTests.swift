@@ -119,4 +119,34 @@ struct PlaceMigrationTests {
         }
         #expect(cuts >= steps - 1, "\(cuts) of \(steps) steps cut")
     }
+    @Test("a layout-2 store whose store-id is deleted or set to layout 1 is not migrated: two files swapped on disk stay integrityFailure",
+          arguments: [false, true])
+    func noDowngrade(keepIdentity: Bool) throws {
+        try withScratchDirectory { root in
+            let store = try ScratchStore.unlocked(at: root, on: PosixFileSystem(), passcode: "1234")
+            try store.write(Data("first".utf8), to: "/a", protection: .none)
+            try store.write(Data("second".utf8), to: "/b", protection: .none)
+            let files = root.appendingPathComponent("files")
+            let onDisk = try TamperTests.entries(of: files).filter { !TamperTests.isDirectory($0) }
+            try #require(onDisk.count == 2)
+            let aside = files.appendingPathComponent(".swap")
+            try FileManager.default.moveItem(at: onDisk[0], to: aside)
+            try FileManager.default.moveItem(at: onDisk[1], to: onDisk[0])
+            try FileManager.default.moveItem(at: aside, to: onDisk[1])
+            let identity = root.appendingPathComponent("device/store-id")
+            if keepIdentity {
+                var data = try Data(contentsOf: identity)
+                data[4] = 1
+                try data.write(to: identity)
+            } else {
+                try FileManager.default.removeItem(at: identity)
+            }
+            let reopened = try ScratchStore.restarted(at: root, replacing: store)
+            try reopened.device.unlock(passcode: "1234")
+            for path in ["/a", "/b"] {
+                expectStoreError(.integrityFailure, "\(path) swapped on disk, with store-id downgraded") { _ = try reopened.contents(atPath: path) }
+            }
+            #expect(try Data(contentsOf: identity)[4] == 2, "store-id is at layout 2 again, nothing re-bound")
+        }
+    }
 }

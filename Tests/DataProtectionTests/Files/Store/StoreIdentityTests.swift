@@ -70,4 +70,59 @@ struct StoreIdentityTests {
             #expect(try store.contentsOfDirectory(atPath: "/").isEmpty)
         }
     }
+
+    @Test(".dpstore removed: written again from store-id when the device's keys authenticate the data; with another device, integrityFailure and nothing written")
+    func identityWrittenAgain() throws {
+        try withScratchDirectory { root in
+            let data = root.appendingPathComponent("data"), device = root.appendingPathComponent("device")
+            let otherData = root.appendingPathComponent("other-data"), otherDevice = root.appendingPathComponent("other-device")
+            let identifier: String?
+            do {
+                let store = try ProtectedStore(directory: data, deviceDirectory: device, configuration: Self.configuration)
+                try store.device.unlock()
+                try store.write(Data("x".utf8), to: "a")
+                identifier = try ProtectedStore.identifier(ofDataDirectory: data)
+                _ = try ProtectedStore(directory: otherData, deviceDirectory: otherDevice, configuration: Self.configuration)
+            }
+            let identity = data.appendingPathComponent(".dpstore")
+            try FileManager.default.removeItem(at: identity)
+            let crossed = outcome { try ProtectedStore(directory: data, deviceDirectory: otherDevice, configuration: Self.configuration) }
+            #expect(crossed.errorCode == .integrityFailure, "\(crossed)")
+            #expect(!FileManager.default.fileExists(atPath: identity.path), "another device's id was written")
+            let store = try ProtectedStore(directory: data, deviceDirectory: device, configuration: Self.configuration)
+            #expect(try ProtectedStore.identifier(ofDataDirectory: data) == identifier)
+            try store.device.unlock()
+            #expect(try store.contents(atPath: "a") == Data("x".utf8))
+        }
+    }
+
+    @Test("a planted erase mark (removingData) beside the current data removes nothing; after a real erase of a closed store its files go")
+    func plantedEraseMark() throws {
+        try withScratchDirectory { root in
+            let data = root.appendingPathComponent("data"), device = root.appendingPathComponent("device")
+            do {
+                let store = try ProtectedStore(directory: data, deviceDirectory: device, configuration: Self.configuration)
+                try store.device.unlock()
+                try store.write(Data("kept".utf8), to: "Docs/a")
+            }
+            let mark = device.appendingPathComponent("erasing")
+            try Data("removingData\n".utf8).write(to: mark)
+            do {
+                let store = try ProtectedStore(directory: data, deviceDirectory: device, configuration: Self.configuration)
+                try store.device.unlock()
+                #expect(try store.contents(atPath: "Docs/a") == Data("kept".utf8))
+                #expect(!FileManager.default.fileExists(atPath: mark.path), "the mark is cleared")
+            }
+            // A real erase with no store open: the next open removes the files from before.
+            do {
+                let alone = try Device(directory: device, configuration: Self.configuration)
+                try alone.erase()
+                alone.relinquishOwnership()
+            }
+            #expect(FileManager.default.fileExists(atPath: mark.path))
+            let store = try ProtectedStore(directory: data, deviceDirectory: device, configuration: Self.configuration)
+            #expect(try store.contentsOfDirectory(atPath: "/").isEmpty)
+            #expect(!FileManager.default.fileExists(atPath: mark.path))
+        }
+    }
 }
