@@ -51,7 +51,7 @@ extension AgentStore {
     ///
     /// - Throws: `fileNotFound` when there is no such store, or no
     ///   agent serves it (the message names the socket; the hint says how to start one);
-    ///   the errors of ``init(socketPath:)``.
+    ///   the errors of ``init(socketPath:patience:)``.
     public convenience init(
         forStoreAt dataDirectory: URL, deviceDirectory: URL? = nil,
         environment: [String: String] = ProcessInfo.processInfo.environment
