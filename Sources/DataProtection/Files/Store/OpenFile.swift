@@ -65,6 +65,13 @@ final class OpenFile: @unchecked Sendable {
     /// durable flush or any flush that needs a journal).
     @exclusivity(unchecked) var recordedLength: UInt64
     @exclusivity(unchecked) var closed = false
+    /// The suffixes of the files beside this one that belong to it while it is open (a
+    /// database's `-journal` and `-wal`): a move of the file through the store takes them along.
+    var companionSuffixes: [String] {
+        get { lock.locked { companions } }
+        set { lock.locked { companions = newValue } }
+    }
+    @exclusivity(unchecked) private var companions: [String] = []
 
     /// The committed header.
     var header: FileHeader { disk.header }
