@@ -204,8 +204,8 @@ final class StoreSQLiteStorage: SQLiteStorage {
         var path = path
         if let database = database as? StoreSQLiteFile {
             let isJournal = !path.hasSuffix(Self.writeAheadLogSuffix)
-            guard let beside = try sidePath(of: database, suffix: isJournal ? Self.journalSuffix : Self.writeAheadLogSuffix) else { return false }
             if isJournal, journals.isEmptied(of: database.handle.fileIdentity) { return false }
+            guard let beside = try sidePath(of: database, suffix: isJournal ? Self.journalSuffix : Self.writeAheadLogSuffix) else { return false }
             path = beside
         }
         var isDirectory = false

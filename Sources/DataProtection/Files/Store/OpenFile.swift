@@ -72,6 +72,9 @@ final class OpenFile: @unchecked Sendable {
         set { lock.locked { companions = newValue } }
     }
     @exclusivity(unchecked) private var companions: [String] = []
+    /// Where the file was found in the store (``ProtectedStore/currentPath(of:)``), at which count
+    /// of name-space changes and on-disk path.
+    @exclusivity(unchecked) var placeMemo: (changes: UInt64, disk: FilePath, path: StorePath)?
 
     /// The committed header.
     var header: FileHeader { disk.header }

@@ -55,13 +55,15 @@ extension ProtectedStore {
 extension ProtectedStore {
     /// Where `file` is now in the store (it follows moves of itself and of the directories
     /// above it), or `nil` once it was removed (or replaced) while open. Read under the
-    /// name-space lock, so no move is half done; the on-disk names are decrypted from the
-    /// root down.
+    /// name-space lock, so no move is half done, without counting as a change (the memo of
+    /// `fileExists` stays); the on-disk names are decrypted from the root down, and the
+    /// answer remembered by the file until the name space changes.
     func currentPath(of file: OpenFile) throws(DataProtectionError) -> StorePath? {
-        try namespace.locked { () throws(DataProtectionError) -> StorePath? in
-            let (disk, unlinked, closed) = file.lock.locked { (file.disk.file.path, file.disk.unlinked, file.closed) }
+        try namespace.reading { changes throws(DataProtectionError) -> StorePath? in
+            let (disk, unlinked, closed, memo) = file.lock.locked { (file.disk.file.path, file.disk.unlinked, file.closed, file.placeMemo) }
             guard !closed else { throw DataProtectionError(.handleClosed, "The file was closed.") }
             guard !unlinked else { return nil }
+            if let memo, memo.changes == changes, memo.disk == disk { return memo.path }
             guard disk.starts(with: root) else { return nil }
             let components = disk.components.dropFirst(root.components.count).map(\.string)
             var directory = root
@@ -77,7 +79,9 @@ extension ProtectedStore {
                     metadata = try directoryMetadata(at: directory, place: Place(directoryID: metadata.id, name: name))
                 }
             }
-            return StorePath(components: names)
+            let path = StorePath(components: names)
+            file.lock.locked { file.placeMemo = (changes, disk, path) }
+            return path
         }
     }
 }
