@@ -188,8 +188,8 @@ final class StoreSQLiteStorage: SQLiteStorage {
             return
         }
         let suffix = path.hasSuffix(Self.writeAheadLogSuffix) ? Self.writeAheadLogSuffix : Self.journalSuffix
-        guard let path = try sidePath(of: database, suffix: suffix) else { return }  // in memory: gone with its close
         if suffix == Self.journalSuffix {
+            // The kept journal (found beside the database when its transaction opened it) is emptied.
             do {
                 if try journals.empty(of: database.handle.fileIdentity) { return }
             } catch {
@@ -197,6 +197,7 @@ final class StoreSQLiteStorage: SQLiteStorage {
                 // the file goes as SQLite asked, which commits the transaction all the same.
             }
         }
+        guard let path = try sidePath(of: database, suffix: suffix) else { return }  // in memory: gone with its close
         try store.removeItem(atPath: path)
     }
 
