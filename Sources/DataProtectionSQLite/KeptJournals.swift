@@ -20,6 +20,10 @@ import SodiumBridge
 /// `PERSIST` and `TRUNCATE` modes) is parked as it is and found by the existence check as
 /// usual. A parked handle that the store closed meanwhile (a reboot) is dropped at the next
 /// open, which opens the file again.
+///
+/// Journals are kept by their database's file (its identity), not by a path: connections
+/// opened at a database's path before and after a move of it share one, and the storage
+/// finds it beside the database where it is now.
 final class KeptJournals: Sendable {
     private struct Parked {
         let handle: ProtectedFileHandle
@@ -28,75 +32,77 @@ final class KeptJournals: Sendable {
     }
 
     private struct State {
-        /// Parked journals by path.
-        var parked: [String: Parked] = [:]
-        /// Open main database files by path: their journals are kept while any is open.
-        var connections: [String: Int] = [:]
+        /// Parked journals by the identity of their database's file.
+        var parked: [ObjectIdentifier: Parked] = [:]
+        /// Open main database files by identity (``SQLiteStorageFile/identity``, the same for
+        /// connections opened at a path before and after a move): their journals are kept while any is open.
+        var connections: [ObjectIdentifier: Int] = [:]
     }
 
     private let state = Locked(State())
 
-    /// The path of the rollback journal of the database at `path`, as SQLite names it.
-    static func journalPath(ofDatabase path: String) -> String { path + "-journal" }
-
-    /// A main database file was opened at `path`.
-    func databaseOpened(at path: String) {
-        state.withLock { $0.connections[path, default: 0] += 1 }
-    }
-
-    /// A main database file at `path` was closed: when it was the last, its parked journal is
-    /// handed back (to be closed, and removed when emptied).
-    func databaseClosed(at path: String) -> (handle: ProtectedFileHandle, emptied: Bool, path: String)? {
+    /// A main database file was opened (its file's identity `database`); true for its first
+    /// connection (none other open).
+    @discardableResult
+    func databaseOpened(_ database: ObjectIdentifier) -> Bool {
         state.withLock { state in
-            let count = (state.connections[path] ?? 1) - 1
-            guard count == 0 else {
-                state.connections[path] = count
-                return nil
-            }
-            state.connections[path] = nil
-            let journal = Self.journalPath(ofDatabase: path)
-            guard let parked = state.parked.removeValue(forKey: journal) else { return nil }
-            return (parked.handle, parked.emptied, journal)
+            state.connections[database, default: 0] += 1
+            return state.connections[database] == 1
         }
     }
 
-    /// Parks the handle of a journal SQLite closed (or one taken by ``take(at:)`` that could
-    /// not be used now); false when one is parked there already (the caller closes its handle then).
-    func park(_ handle: ProtectedFileHandle, emptied: Bool = false, at path: String) -> Bool {
+    /// A main database file was closed: when it was the last, its parked journal is handed
+    /// back (to be closed, and removed when emptied).
+    func databaseClosed(_ database: ObjectIdentifier) -> (handle: ProtectedFileHandle, emptied: Bool)? {
         state.withLock { state in
-            guard state.parked[path] == nil else { return false }
-            state.parked[path] = Parked(handle: handle, emptied: emptied)
+            let count = (state.connections[database] ?? 1) - 1
+            guard count == 0 else {
+                state.connections[database] = count
+                return nil
+            }
+            state.connections[database] = nil
+            guard let parked = state.parked.removeValue(forKey: database) else { return nil }
+            return (parked.handle, parked.emptied)
+        }
+    }
+
+    /// Parks the handle of a journal SQLite closed (or one taken by ``take(of:)`` that could
+    /// not be used now); false when one is parked there already (the caller closes its handle then).
+    func park(_ handle: ProtectedFileHandle, emptied: Bool = false, of database: ObjectIdentifier) -> Bool {
+        state.withLock { state in
+            guard state.parked[database] == nil else { return false }
+            state.parked[database] = Parked(handle: handle, emptied: emptied)
             return true
         }
     }
 
-    /// Takes the parked journal at `path` for SQLite's open, if any.
-    func take(at path: String) -> (handle: ProtectedFileHandle, emptied: Bool)? {
+    /// Takes the journal parked for `database` for SQLite's open, if any.
+    func take(of database: ObjectIdentifier) -> (handle: ProtectedFileHandle, emptied: Bool)? {
         state.withLock { state in
-            state.parked.removeValue(forKey: path).map { ($0.handle, $0.emptied) }
+            state.parked.removeValue(forKey: database).map { ($0.handle, $0.emptied) }
         }
     }
 
-    /// Takes the journal parked at `path` if it is emptied: a database that opens its WAL
+    /// Takes the journal parked for `database` if it is emptied: a database that opens its WAL
     /// has left the rollback-journal mode, and its journal (emptied by the switch) is not needed.
-    func takeEmptied(at path: String) -> ProtectedFileHandle? {
+    func takeEmptied(of database: ObjectIdentifier) -> ProtectedFileHandle? {
         state.withLock { state in
-            guard let parked = state.parked[path], parked.emptied else { return nil }
-            state.parked[path] = nil
+            guard let parked = state.parked[database], parked.emptied else { return nil }
+            state.parked[database] = nil
             return parked.handle
         }
     }
 
-    /// Whether the journal at `path` is parked and emptied (absent to SQLite).
-    func isEmptied(at path: String) -> Bool {
-        state.withLock { $0.parked[path]?.emptied ?? false }
+    /// Whether the journal of `database` is parked and emptied (absent to SQLite).
+    func isEmptied(of database: ObjectIdentifier) -> Bool {
+        state.withLock { $0.parked[database]?.emptied ?? false }
     }
 
     /// SQLite's delete of a parked journal: empties it durably and parks it again, emptied.
-    /// Returns false when no journal is parked at `path` (the file is then removed as usual);
-    /// throws, having closed the handle, when emptying failed (the caller removes the file).
-    func empty(at path: String) throws -> Bool {
-        guard let parked = take(at: path) else { return false }
+    /// Returns false when no journal is parked for `database` (the file is then removed as
+    /// usual); throws, having closed the handle, when emptying failed (the caller removes the file).
+    func empty(of database: ObjectIdentifier) throws -> Bool {
+        guard let parked = take(of: database) else { return false }
         if !parked.emptied {
             do {
                 try parked.handle.empty()
@@ -105,7 +111,7 @@ final class KeptJournals: Sendable {
                 throw error
             }
         }
-        if !park(parked.handle, emptied: true, at: path) { try? parked.handle.close() }
+        if !park(parked.handle, emptied: true, of: database) { try? parked.handle.close() }
         return true
     }
 }

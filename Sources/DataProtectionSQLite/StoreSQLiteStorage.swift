@@ -9,7 +9,10 @@ import SodiumBridge
 /// safety and integrity checks apply to it unchanged.
 ///
 /// The main database takes the class its URI names (`?class=`), else its directory's; a
-/// journal or WAL takes its database's. SQLite's anonymous temporary files (statement
+/// journal or WAL takes its database's. A database follows its file as a handle does: its
+/// journal and WAL are made and found beside the database where it is now (through its
+/// open file, ``SQLiteOpenRequest/database``), never at the path the connection was opened
+/// with, and SQLite's locks are the file's, not a path's. SQLite's anonymous temporary files (statement
 /// journals, sorter spills, temporary tables) live in process memory and never touch the disk.
 ///
 /// The store is held weakly: the VFS stays registered for the life of the process, and
@@ -18,8 +21,6 @@ import SodiumBridge
 /// their handles.
 final class StoreSQLiteStorage: SQLiteStorage {
     private weak let weakStore: ProtectedStore?
-    /// The class of each main database opened through this storage, for its journals.
-    private let classes = Locked<[String: ProtectionClass]>([:])
     /// Rollback journals kept open between transactions.
     fileprivate let journals = KeptJournals()
 
@@ -60,82 +61,166 @@ final class StoreSQLiteStorage: SQLiteStorage {
             // SQLite reads its pages at random: plaintext chunks kept in secure memory stand in for the
             // operating system's page cache that an ordinary database file would be read from.
             handle.reserveReadCache(bytes: Self.databaseReadCache)
-            classes.withLock { $0[path] = handle.protectionClass }
-            journals.databaseOpened(at: path)
-            return StoreSQLiteFile(handle: handle, role: .database(path, storage: self))
+            // Its journal and WAL move with it (a directory's move takes them along anyway).
+            handle.moveCompanions(withSuffixes: [Self.journalSuffix, Self.writeAheadLogSuffix])
+            if journals.databaseOpened(handle.fileIdentity) {
+                // The first connection: a move of the database that a crash cut may have left its
+                // journal or WAL a second name (where the database was, or was going).
+                do {
+                    try store.removeStrayLinks(besideFileAt: path, suffixes: [Self.journalSuffix, Self.writeAheadLogSuffix])
+                } catch {
+                    _ = journals.databaseClosed(handle.fileIdentity)
+                    try? handle.close()
+                    throw error
+                }
+            }
+            return StoreSQLiteFile(handle: handle, role: .database(storage: self))
         case .mainJournal:
-            if let kept = journals.take(at: path) {
+            guard let database = request.database as? StoreSQLiteFile else {
+                return StoreSQLiteFile(handle: try openBeside(path, mode: mode, create: request.create))
+            }
+            guard let path = try sidePath(of: database, suffix: Self.journalSuffix) else {
+                // The database was removed while open: its journal lives and dies with the connection,
+                // in memory (nothing is written back to any path; the unlinked database does not
+                // survive a restart either).
+                return MemorySQLiteFile()
+            }
+            let identity = database.handle.fileIdentity
+            if let kept = try takeKeptJournal(of: identity, at: path) {
                 do {
                     try kept.handle.checkAvailability()
-                    return StoreSQLiteFile(handle: kept.handle, role: .journal(path, storage: self))
+                    return StoreSQLiteFile(handle: kept.handle, role: .journal(identity, storage: self))
                 } catch where error.code == .handleClosed {
                     // Closed by the store meanwhile (a reboot): open the file again.
                 } catch {
-                    if !journals.park(kept.handle, emptied: kept.emptied, at: path) { try? kept.handle.close() }
+                    if !journals.park(kept.handle, emptied: kept.emptied, of: identity) { try? kept.handle.close() }
                     throw error
                 }
             }
             let handle = try store.openFile(atPath: path, mode: mode, create: request.create,
-                                            protection: try ProtectionChoice(databaseClass(of: path)))
-            return StoreSQLiteFile(handle: handle, role: .journal(path, storage: self))
+                                            protection: ProtectionChoice(database.handle.protectionClass))
+            return StoreSQLiteFile(handle: handle, role: .journal(identity, storage: self))
         case .writeAheadLog:
             // Chunks of a page, as the database's: a commit of one page regrows one or two small
             // chunks (frames of a page and 24 bytes straddle them) rather than a 16 KiB one, which
             // its journal holds and its `fsync` writes; a page read from the WAL opens 8 KiB, not 16.
+            guard let database = request.database as? StoreSQLiteFile else {
+                return StoreSQLiteFile(handle: try openBeside(path, mode: mode, create: request.create, chunkShift: ProtectedStore.databaseChunkShift),
+                                       role: .writeAheadLog)
+            }
+            guard let path = try sidePath(of: database, suffix: Self.writeAheadLogSuffix) else {
+                throw DataProtectionError(.fileNotFound, "The database was removed while open: it has no place for a write-ahead log.",
+                                          hint: "Close the connection; a removed database cannot be written in WAL mode.")
+            }
             let handle = try store.openFile(atPath: path, mode: mode, create: request.create,
-                                            protection: try ProtectionChoice(databaseClass(of: path)),
+                                            protection: ProtectionChoice(database.handle.protectionClass),
                                             chunkShift: ProtectedStore.databaseChunkShift)
             // In WAL mode the rollback journal is not used: the one kept (emptied by the switch) goes.
-            let database = String(path.dropLast("-wal".count))
-            let journal = KeptJournals.journalPath(ofDatabase: database)
-            if path.hasSuffix("-wal"), let kept = journals.takeEmptied(at: journal) {
+            if let kept = journals.takeEmptied(of: database.handle.fileIdentity) {
+                let place = try? kept.currentPath()
                 try? kept.close()
-                try? store.removeItem(atPath: journal)
+                if let place { try? store.removeItem(atPath: place) }
             }
             // Pages committed to the WAL and not yet checkpointed are read from it, at random
             // (up to about 4 MiB with SQLite's default checkpoint of 1000 pages).
             handle.reserveReadCache(bytes: Self.writeAheadLogReadCache)
             return StoreSQLiteFile(handle: handle, role: .writeAheadLog)
         case .superJournal, .temporary:
-            let handle = try store.openFile(atPath: path, mode: mode, create: request.create, protection: try ProtectionChoice(databaseClass(of: path)))
-            return StoreSQLiteFile(handle: handle)
+            return StoreSQLiteFile(handle: try openBeside(path, mode: mode, create: request.create))
         }
+    }
+
+    static let journalSuffix = "-journal"
+    static let writeAheadLogSuffix = "-wal"
+
+    /// Where the side file of `database` with `suffix` belongs now: beside the database
+    /// wherever it is (a move of it, or of a directory above it, takes its side files'
+    /// place along), never beside the path the connection was opened with. `nil` when the
+    /// database was removed while open.
+    private func sidePath(of database: StoreSQLiteFile, suffix: String) throws -> String? {
+        try database.handle.currentPath().map { $0 + suffix }
+    }
+
+    /// The journal kept for the database `identity`, if any, found where it belongs now
+    /// (`path`). A journal left behind by a move of the database alone (it does not follow
+    /// the database's file as a directory's move takes it along) is moved to `path` when it
+    /// still holds a transaction, and removed when it was emptied (SQLite's "no journal").
+    private func takeKeptJournal(of identity: ObjectIdentifier, at path: String) throws -> (handle: ProtectedFileHandle, emptied: Bool)? {
+        guard let kept = journals.take(of: identity) else { return nil }
+        let place: String?
+        do {
+            place = try kept.handle.currentPath()
+        } catch where error.code == .handleClosed {
+            return kept  // the open that follows finds it closed
+        }
+        if place == path { return kept }
+        let store = try store
+        guard kept.emptied else {
+            if let place, !store.fileExists(atPath: path) { try store.moveItem(atPath: place, toPath: path) }
+            return kept
+        }
+        try? kept.handle.close()
+        if let place { try? store.removeItem(atPath: place) }
+        return nil
+    }
+
+    /// Opens a file SQLite named without its database (a super-journal, or a side file of no
+    /// open database), in its database's class.
+    private func openBeside(_ path: String, mode: ProtectedFileHandle.Mode, create: Bool,
+                            chunkShift: UInt8 = ProtectedStore.defaultChunkShift) throws -> ProtectedFileHandle {
+        try store.openFile(atPath: path, mode: mode, create: create, protection: try ProtectionChoice(databaseClass(of: path)),
+                           chunkShift: chunkShift)
     }
 
     /// The class of the database a journal, WAL or other file beside it belongs to.
     private func databaseClass(of path: String) throws -> ProtectionClass? {
-        for suffix in ["-journal", "-wal"] where path.hasSuffix(suffix) {
+        for suffix in [Self.journalSuffix, Self.writeAheadLogSuffix] where path.hasSuffix(suffix) {
             let database = String(path.dropLast(suffix.count))
-            if let known = classes.withLock({ $0[database] }) { return known }
             let store = try store
             if store.fileExists(atPath: database) { return try store.attributesOfItem(atPath: database).protectionClass }
         }
         return nil
     }
 
-    func delete(path: String) throws {
-        do {
-            if try journals.empty(at: path) { return }
-        } catch {
-            // Emptying failed (the class key went, an I/O error) and the handle is closed:
-            // the file goes as SQLite asked, which commits the transaction all the same.
+    func delete(path: String, database: (any SQLiteStorageFile)?) throws {
+        guard let database = database as? StoreSQLiteFile else {
+            try store.removeItem(atPath: path)
+            return
         }
+        let suffix = path.hasSuffix(Self.writeAheadLogSuffix) ? Self.writeAheadLogSuffix : Self.journalSuffix
+        if suffix == Self.journalSuffix {
+            // The kept journal (found beside the database when its transaction opened it) is emptied.
+            do {
+                if try journals.empty(of: database.handle.fileIdentity) { return }
+            } catch {
+                // Emptying failed (the class key went, an I/O error) and the handle is closed:
+                // the file goes as SQLite asked, which commits the transaction all the same.
+            }
+        }
+        guard let path = try sidePath(of: database, suffix: suffix) else { return }  // in memory: gone with its close
         try store.removeItem(atPath: path)
     }
 
-    func exists(path: String) throws -> Bool {
-        if journals.isEmptied(at: path) { return false }
+    func exists(path: String, database: (any SQLiteStorageFile)?) throws -> Bool {
+        var path = path
+        if let database = database as? StoreSQLiteFile {
+            let isJournal = !path.hasSuffix(Self.writeAheadLogSuffix)
+            if isJournal, journals.isEmptied(of: database.handle.fileIdentity) { return false }
+            guard let beside = try sidePath(of: database, suffix: isJournal ? Self.journalSuffix : Self.writeAheadLogSuffix) else { return false }
+            path = beside
+        }
         var isDirectory = false
         return try store.fileExists(atPath: path, isDirectory: &isDirectory) && !isDirectory
     }
 
     /// After a main database file closed: when it was the database's last connection, closes
-    /// its kept journal, and removes it when SQLite had deleted it (emptied). A failure leaves
-    /// an empty journal, which SQLite never takes for a hot one.
-    fileprivate func closeJournal(ofDatabase path: String) {
-        guard let kept = journals.databaseClosed(at: path) else { return }
+    /// its kept journal, and removes it (wherever it is now) when SQLite had deleted it
+    /// (emptied). A failure leaves an empty journal, which SQLite never takes for a hot one.
+    fileprivate func closeJournal(ofDatabase identity: ObjectIdentifier) {
+        guard let kept = journals.databaseClosed(identity) else { return }
+        let place = kept.emptied ? try? kept.handle.currentPath() : nil
         try? kept.handle.close()
-        if kept.emptied { try? store.removeItem(atPath: kept.path) }
+        if let place { try? store.removeItem(atPath: place) }
     }
 
     func fullPath(_ path: String) throws -> String {
@@ -164,9 +249,10 @@ final class StoreSQLiteFile: SQLiteStorageFile {
     /// What closing the file involves beyond closing its handle.
     enum Role {
         /// A main database: its last close closes (and removes, when emptied) its kept journal.
-        case database(String, storage: StoreSQLiteStorage)
-        /// A rollback journal: closing parks it for the next transaction (``KeptJournals``).
-        case journal(String, storage: StoreSQLiteStorage)
+        case database(storage: StoreSQLiteStorage)
+        /// A rollback journal of the database whose file is the identity: closing parks it for
+        /// the next transaction (``KeptJournals``).
+        case journal(ObjectIdentifier, storage: StoreSQLiteStorage)
         /// A write-ahead log: its header written at offset 0 over older frames starts it anew.
         case writeAheadLog
         case other
@@ -215,13 +301,14 @@ final class StoreSQLiteFile: SQLiteStorageFile {
 
     func close() throws {
         switch role {
-        case .journal(let path, let storage):
+        case .journal(let database, let storage):
             // A journal opened for reading (SQLite's check for a hot one) is not kept: the
             // transaction that takes it would need to write.
-            if handle.mode != .read, storage.journals.park(handle, at: path) { return }
+            if handle.mode != .read, storage.journals.park(handle, of: database) { return }
             try handle.close()
-        case .database(let path, let storage):
-            defer { storage.closeJournal(ofDatabase: path) }
+        case .database(let storage):
+            let identity = handle.fileIdentity
+            defer { storage.closeJournal(ofDatabase: identity) }
             try handle.close()
         case .writeAheadLog, .other:
             try handle.close()
@@ -231,6 +318,10 @@ final class StoreSQLiteFile: SQLiteStorageFile {
     func checkAccess() throws {
         try handle.checkAvailability()
     }
+
+    /// The protected file's identity: every connection to one database shares its locks,
+    /// wherever each opened it.
+    var identity: ObjectIdentifier { handle.fileIdentity }
 }
 
 /// An anonymous temporary file of SQLite, in process memory (never on the disk). Its
@@ -297,6 +388,8 @@ final class MemorySQLiteFile: SQLiteStorageFile {
     }
 
     func checkAccess() throws {}
+
+    var identity: ObjectIdentifier { ObjectIdentifier(self) }
 
     /// Makes the buffer hold at least `count` bytes: a larger one (doubling), the old one wiped.
     private static func reserve(_ count: Int, in contents: inout Contents) {

@@ -8,7 +8,9 @@ import SodiumBridge
 /// The rules are those of SQLite's own unix VFS: any number of SHARED holders; one
 /// RESERVED holder beside them; PENDING keeps new readers out while the writer waits for
 /// the last ones; EXCLUSIVE once no one else holds SHARED. A file is identified by its
-/// canonical path, and a holder by the identity of its open file.
+/// storage's ``SQLiteStorageFile/identity`` (never by a path: a database moved while
+/// open keeps its locks, and a connection opened at its new path meets them), and a
+/// holder by the identity of its open file.
 final class SQLiteLockTable: Sendable {
     private struct Entry {
         var sharedCount = 0
@@ -19,15 +21,15 @@ final class SQLiteLockTable: Sendable {
         var isUnused: Bool { sharedCount == 0 && reserved == nil && pending == nil && exclusive == nil }
     }
 
-    private let entries = Locked<[String: Entry]>([:])
+    private let entries = Locked<[ObjectIdentifier: Entry]>([:])
 
-    /// Raises `holder`'s lock on `path` from `current` towards `wanted`; returns the level
+    /// Raises `holder`'s lock on `file` from `current` towards `wanted`; returns the level
     /// reached, which is below `wanted` when another holder is in the way (`SQLITE_BUSY`).
-    func lock(_ path: String, holder: ObjectIdentifier, from current: Int32, to wanted: Int32) -> Int32 {
+    func lock(_ file: ObjectIdentifier, holder: ObjectIdentifier, from current: Int32, to wanted: Int32) -> Int32 {
         guard wanted > current else { return current }
         return entries.withLock { entries in
-            var entry = entries[path, default: Entry()]
-            defer { entries[path] = entry.isUnused ? nil : entry }
+            var entry = entries[file, default: Entry()]
+            defer { entries[file] = entry.isUnused ? nil : entry }
             var level = current
             if level < SQLITE_LOCK_SHARED {
                 if let other = entry.pending ?? entry.exclusive, other != holder { return level }
@@ -51,25 +53,25 @@ final class SQLiteLockTable: Sendable {
         }
     }
 
-    /// Lowers `holder`'s lock on `path` from `current` to `wanted` (SHARED or NONE).
-    func unlock(_ path: String, holder: ObjectIdentifier, from current: Int32, to wanted: Int32) {
+    /// Lowers `holder`'s lock on `file` from `current` to `wanted` (SHARED or NONE).
+    func unlock(_ file: ObjectIdentifier, holder: ObjectIdentifier, from current: Int32, to wanted: Int32) {
         guard wanted < current else { return }
         entries.withLock { entries in
-            guard var entry = entries[path] else { return }
+            guard var entry = entries[file] else { return }
             if current > SQLITE_LOCK_SHARED {
                 if entry.reserved == holder { entry.reserved = nil }
                 if entry.pending == holder { entry.pending = nil }
                 if entry.exclusive == holder { entry.exclusive = nil }
             }
             if wanted < SQLITE_LOCK_SHARED, current >= SQLITE_LOCK_SHARED { entry.sharedCount -= 1 }
-            entries[path] = entry.isUnused ? nil : entry
+            entries[file] = entry.isUnused ? nil : entry
         }
     }
 
-    /// Whether anyone holds RESERVED or more on `path` (as the unix VFS answers, the asker included).
-    func isReserved(_ path: String) -> Bool {
+    /// Whether anyone holds RESERVED or more on `file` (as the unix VFS answers, the asker included).
+    func isReserved(_ file: ObjectIdentifier) -> Bool {
         entries.withLock { entries in
-            guard let entry = entries[path] else { return false }
+            guard let entry = entries[file] else { return false }
             return entry.reserved != nil || entry.pending != nil || entry.exclusive != nil
         }
     }

@@ -12,21 +12,26 @@ final class SQLiteOpenFile {
     let file: any SQLiteStorageFile
     let path: String?
     let deleteOnClose: Bool
+    /// For a main database: the addresses of the names SQLite gives its journal and WAL
+    /// (``SQLiteVFS/sideFiles``), forgotten when it closes.
+    let sideNames: [UInt]
+    /// The key of locks and shared memory: the storage file's identity (the file's, wherever
+    /// it is; an anonymous file's own).
+    let lockKey: ObjectIdentifier
     @exclusivity(unchecked) var lockLevel = SQLITE_LOCK_NONE
     @exclusivity(unchecked) var sharedMemory = SQLiteSharedMemory.Holding()
 
-    init(vfs: SQLiteVFS, file: any SQLiteStorageFile, path: String?, deleteOnClose: Bool) {
+    init(vfs: SQLiteVFS, file: any SQLiteStorageFile, path: String?, deleteOnClose: Bool, sideNames: [UInt] = []) {
         self.vfs = vfs
         self.file = file
         self.path = path
         self.deleteOnClose = deleteOnClose
+        self.sideNames = sideNames
+        lockKey = file.identity
     }
 
     /// The holder identity for locks.
     var holder: ObjectIdentifier { ObjectIdentifier(self) }
-
-    /// The key of locks and shared memory: the path, or the object for an anonymous file.
-    var lockKey: String { path ?? "anonymous:\(UInt(bitPattern: holder.hashValue))" }
 
     static func from(_ file: UnsafeMutablePointer<sqlite3_file>?) -> SQLiteOpenFile {
         let ours = UnsafeMutableRawPointer(file!).assumingMemoryBound(to: DPSQLiteFile.self)
@@ -89,10 +94,11 @@ private let fileClose: @convention(c) (UnsafeMutablePointer<sqlite3_file>?) -> I
     open.vfs.sharedMemory.unmap(open.lockKey, holding: &open.sharedMemory, holder: open.holder)
     open.vfs.locks.unlock(open.lockKey, holder: open.holder, from: open.lockLevel, to: SQLITE_LOCK_NONE)
     open.lockLevel = SQLITE_LOCK_NONE
+    open.vfs.forgetSideNames(open.sideNames)
     return open.perform(SQLiteResultCode.ioErrorClose) {
         try open.file.close()
         if open.deleteOnClose, let path = open.path {
-            try? open.vfs.storage.delete(path: path)
+            try? open.vfs.storage.delete(path: path, database: nil)
         }
         return SQLITE_OK
     }

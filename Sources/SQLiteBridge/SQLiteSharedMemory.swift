@@ -4,7 +4,9 @@ import SodiumBridge
 /// The shared memory of SQLite's WAL mode (`xShmMap` and friends), in process memory:
 /// the wal-index never touches the disk, so it leaks nothing and needs no class key. It
 /// lives while a connection to the database has it mapped and is rebuilt by SQLite from
-/// the WAL (its "recovery") when the first connection maps it again.
+/// the WAL (its "recovery") when the first connection maps it again. A database's memory
+/// is keyed by its file's ``SQLiteStorageFile/identity``, not its path: connections
+/// opened before and after a move of the database share it.
 final class SQLiteSharedMemory: Sendable {
     /// The regions and locks of one database. Reached only under ``segments``' lock (hence
     /// `@unchecked Sendable`), from the table or from the ``Holding`` of a file that maps it.
@@ -23,7 +25,7 @@ final class SQLiteSharedMemory: Sendable {
     }
 
     /// What one open file holds of its segment's locks, and the segment while it maps it (a
-    /// transaction's half a dozen `xShmLock`s then find it without hashing the path).
+    /// transaction's half a dozen `xShmLock`s then find it without hashing the file's identity).
     struct Holding {
         fileprivate var segment: Segment?
         var mapped: Bool { segment != nil }
@@ -31,18 +33,18 @@ final class SQLiteSharedMemory: Sendable {
         var exclusive: UInt8 = 0
     }
 
-    private let segments = Locked<[String: Segment]>([:])
+    private let segments = Locked<[ObjectIdentifier: Segment]>([:])
 
     /// `xShmMap`: the region `index` of `size` bytes, made when `extend` is set; `nil` when
     /// it does not exist and may not be made.
-    func map(_ path: String, holding: inout Holding, index: Int, size: Int, extend: Bool) -> UnsafeMutableRawPointer? {
+    func map(_ file: ObjectIdentifier, holding: inout Holding, index: Int, size: Int, extend: Bool) -> UnsafeMutableRawPointer? {
         segments.withLock { segments in
             let segment: Segment
             if let mapped = holding.segment {
                 segment = mapped
             } else {
-                segment = segments[path] ?? Segment()
-                segments[path] = segment
+                segment = segments[file] ?? Segment()
+                segments[file] = segment
                 segment.users += 1
                 holding.segment = segment
             }
@@ -108,7 +110,7 @@ final class SQLiteSharedMemory: Sendable {
     }
 
     /// `xShmUnmap`: drops the holder's locks and mapping; the last one frees the memory.
-    func unmap(_ path: String, holding: inout Holding, holder: ObjectIdentifier) {
+    func unmap(_ file: ObjectIdentifier, holding: inout Holding, holder: ObjectIdentifier) {
         guard holding.mapped else { return }
         _ = lock(holding: &holding, holder: holder, offset: 0, count: Int(SQLITE_SHM_NLOCK), flags: SQLITE_SHM_UNLOCK)
         segments.withLock { segments in
@@ -121,7 +123,7 @@ final class SQLiteSharedMemory: Sendable {
                 region.base.deallocate()
             }
             segment.regions.removeAll()
-            if segments[path] === segment { segments[path] = nil }
+            if segments[file] === segment { segments[file] = nil }
         }
     }
 }

@@ -17,7 +17,9 @@ public enum SQLiteFileKind: String, Sendable, Hashable {
 /// One `xOpen` call.
 public struct SQLiteOpenRequest: Sendable {
     /// The canonical path (from ``SQLiteStorage/fullPath(_:)``); `nil` for an anonymous
-    /// temporary file, which SQLite deletes on close and never names.
+    /// temporary file, which SQLite deletes on close and never names. For a journal or WAL,
+    /// the name SQLite derived from the one its connection was opened with: where the
+    /// database was then, not necessarily where it is now (see ``database``).
     public let path: String?
     /// What the file is for.
     public let kind: SQLiteFileKind
@@ -30,6 +32,10 @@ public struct SQLiteOpenRequest: Sendable {
     /// The URI query parameters of the main database's filename (`file:/a.db?class=complete`),
     /// for the main database only; empty otherwise.
     public let parameters: [String: String]
+    /// For a journal or WAL: the open main database file it belongs to. A side file follows
+    /// its database: the storage finds it beside the database where the database is now
+    /// (it may have been moved since the connection opened it), never at ``path``.
+    public let database: (any SQLiteStorageFile)?
 }
 
 /// How a storage error reaches SQLite: the extended result code the VFS returns.
@@ -49,14 +55,18 @@ public enum SQLiteIOFailure: Sendable, Hashable {
 /// A file system for SQLite: what a ``SQLiteVFS`` serves its files from.
 ///
 /// The VFS calls these synchronously on the thread running the SQLite statement.
-/// Locking and shared memory are the VFS's own (in process memory), not the storage's.
+/// Locking and shared memory are the VFS's own (in process memory), not the storage's,
+/// keyed by each main database file's ``SQLiteStorageFile/identity``, never by its path.
 public protocol SQLiteStorage: AnyObject, Sendable {
     /// Opens (or creates) a file.
     func open(_ request: SQLiteOpenRequest) throws -> any SQLiteStorageFile
-    /// Removes a file.
-    func delete(path: String) throws
-    /// Whether a file exists at `path`.
-    func exists(path: String) throws -> Bool
+    /// Removes a file. For a journal or WAL, `database` is its open main database file
+    /// (as in ``SQLiteOpenRequest/database``): the file beside the database where it is
+    /// now goes, whatever `path` says.
+    func delete(path: String, database: (any SQLiteStorageFile)?) throws
+    /// Whether a file exists at `path` (for a journal or WAL with its `database` given:
+    /// beside the database where it is now).
+    func exists(path: String, database: (any SQLiteStorageFile)?) throws -> Bool
     /// The canonical form of a path SQLite was given (or derived, as `<db>-journal`).
     func fullPath(_ path: String) throws -> String
     /// How `error`, thrown by this storage, is reported to SQLite.
@@ -85,6 +95,11 @@ public protocol SQLiteStorageFile: AnyObject, Sendable {
     func synchronize() throws
     /// The file's size.
     func size() throws -> UInt64
+    /// The file's identity: the same for every open file of one file, whatever path each
+    /// was opened at and wherever the file has moved since. SQLite's locks and a WAL's
+    /// shared memory are the file's, keyed by it (two connections, one opened before a
+    /// move and one after, exclude each other).
+    var identity: ObjectIdentifier { get }
     /// Closes the file (flushing it).
     func close() throws
     /// Throws when the file's content may not be used now, without reading it. The VFS

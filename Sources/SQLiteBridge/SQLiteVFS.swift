@@ -1,11 +1,14 @@
 import CSQLite
 import Foundation
+import SodiumBridge
 
 /// A SQLite VFS whose files come from a ``SQLiteStorage``.
 ///
 /// Registered under ``name`` for as long as the object lives; a connection opened with
 /// that VFS name must be closed before the object is released. Locks and the WAL's
-/// shared memory are process-local (one owner process per store).
+/// shared memory are process-local (one owner process per store), keyed by the main
+/// database file's identity; a journal or WAL is found through its database's open file
+/// (``SQLiteOpenRequest/database``). Both follow the database when it moves while open.
 ///
 /// Time, randomness, sleeping and extension loading are the default VFS's.
 public final class SQLiteVFS: @unchecked Sendable {
@@ -14,6 +17,14 @@ public final class SQLiteVFS: @unchecked Sendable {
     let storage: any SQLiteStorage
     let locks = SQLiteLockTable()
     let sharedMemory = SQLiteSharedMemory()
+    /// The open main databases by the addresses of the names SQLite gives their journal and
+    /// WAL (`sqlite3_filename_journal` and `sqlite3_filename_wal` of the name the database was
+    /// opened with: the pager's own strings, which it passes to `xOpen`, `xDelete` and
+    /// `xAccess`). A side file is found through its database's open file, wherever that is
+    /// now, never through the name: the connection derived it from the path it was opened
+    /// at, which a move of the database (or of a directory above it) has left. Matched by
+    /// address only (no name from elsewhere, a super-journal's list say, is ever walked).
+    private let sideFiles = Locked<[UInt: any SQLiteStorageFile]>([:])
     // Owned by this object and handed to SQLite; freed in deinit after unregistering.
     private let vfs: UnsafeMutablePointer<sqlite3_vfs>
     private let cName: UnsafeMutablePointer<CChar>
@@ -89,6 +100,20 @@ public final class SQLiteVFS: @unchecked Sendable {
         }
     }
 
+    /// The open main database whose journal or WAL SQLite names with `name` (the pager's string), if any.
+    func database(ofSideFile name: UnsafePointer<CChar>?) -> (any SQLiteStorageFile)? {
+        guard let name else { return nil }
+        return sideFiles.withLock { $0[UInt(bitPattern: name)] }
+    }
+
+    /// Forgets the side-file names of a main database that closes.
+    func forgetSideNames(_ names: [UInt]) {
+        guard !names.isEmpty else { return }
+        sideFiles.withLock { sideFiles in
+            for name in names { sideFiles[name] = nil }
+        }
+    }
+
     // MARK: - xOpen
 
     fileprivate func open(_ name: sqlite3_filename?, file: UnsafeMutablePointer<DPSQLiteFile>, flags: Int32,
@@ -105,14 +130,23 @@ public final class SQLiteVFS: @unchecked Sendable {
         let request = SQLiteOpenRequest(
             path: name.map { String(cString: $0) }, kind: kind,
             create: flags & SQLITE_OPEN_CREATE != 0, readOnly: flags & SQLITE_OPEN_READONLY != 0,
-            deleteOnClose: flags & SQLITE_OPEN_DELETEONCLOSE != 0, parameters: parameters)
+            deleteOnClose: flags & SQLITE_OPEN_DELETEONCLOSE != 0, parameters: parameters,
+            database: kind == .mainJournal || kind == .writeAheadLog ? database(ofSideFile: name) : nil)
         let opened: any SQLiteStorageFile
         do {
             opened = try storage.open(request)
         } catch {
             return fail(error, SQLITE_CANTOPEN, notFound: SQLITE_CANTOPEN)
         }
-        let object = SQLiteOpenFile(vfs: self, file: opened, path: request.path, deleteOnClose: request.deleteOnClose)
+        var sideNames: [UInt] = []
+        if kind == .mainDatabase, let name {
+            sideNames = [sqlite3_filename_journal(name), sqlite3_filename_wal(name)].compactMap { $0 }.map { UInt(bitPattern: $0) }
+            sideFiles.withLock { sideFiles in
+                for side in sideNames { sideFiles[side] = opened }
+            }
+        }
+        let object = SQLiteOpenFile(vfs: self, file: opened, path: request.path, deleteOnClose: request.deleteOnClose,
+                                    sideNames: sideNames)
         file.pointee.object = Unmanaged.passRetained(object).toOpaque()
         file.pointee.base.pMethods = UnsafePointer(SQLiteOpenFile.methods)
         outFlags?.pointee = flags
@@ -144,7 +178,7 @@ private let sqliteDelete: @convention(c) (UnsafeMutablePointer<sqlite3_vfs>?, Un
     let owner = SQLiteVFS.from(vfs)
     guard let name else { return SQLITE_MISUSE }
     do {
-        try owner.storage.delete(path: String(cString: name))
+        try owner.storage.delete(path: String(cString: name), database: owner.database(ofSideFile: name))
         return SQLITE_OK
     } catch {
         return owner.fail(error, SQLiteResultCode.ioErrorDelete, notFound: SQLiteResultCode.ioErrorDeleteNoEntry)
@@ -157,7 +191,7 @@ private let sqliteAccess: @convention(c) (
     let owner = SQLiteVFS.from(vfs)
     guard let name, let result else { return SQLITE_MISUSE }
     do {
-        result.pointee = try owner.storage.exists(path: String(cString: name)) ? 1 : 0
+        result.pointee = try owner.storage.exists(path: String(cString: name), database: owner.database(ofSideFile: name)) ? 1 : 0
         return SQLITE_OK
     } catch {
         return owner.fail(error, SQLiteResultCode.ioErrorAccess)

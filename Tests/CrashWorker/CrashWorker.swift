@@ -41,13 +41,14 @@ struct CrashWorker {
 
     static func main() {
         let arguments = CommandLine.arguments
-        guard arguments.count == 4 || (arguments.count == 5 && arguments[4] == "sqlite"), let seed = UInt64(arguments[2]) else {
-            FileHandle.standardError.write(Data("usage: CrashWorker <directory> <seed> <passcode> [sqlite]\n".utf8))
+        guard arguments.count == 4 || (arguments.count == 5 && ["sqlite", "sqlite-move"].contains(arguments[4])),
+              let seed = UInt64(arguments[2]) else {
+            FileHandle.standardError.write(Data("usage: CrashWorker <directory> <seed> <passcode> [sqlite | sqlite-move]\n".utf8))
             exit(2)
         }
         do {
             if arguments.count == 5 {
-                try runSQLite(directory: URL(fileURLWithPath: arguments[1]), seed: seed, passcode: arguments[3])
+                try runSQLite(directory: URL(fileURLWithPath: arguments[1]), seed: seed, passcode: arguments[3], moving: arguments[4] == "sqlite-move")
             }
             try run(directory: URL(fileURLWithPath: arguments[1]), seed: seed, passcode: arguments[3])
         } catch {
@@ -172,18 +173,37 @@ struct CrashWorker {
     /// `(tx, n, payload)` and commits: `B tx <tx> <rows>` before, `A` once the commit has
     /// returned. One transaction in eight is large enough to spill pages into the database
     /// file before it commits. The first `tx` is one more than the largest in the database.
-    static func runSQLite(directory: URL, seed: UInt64, passcode: String) throws {
+    ///
+    /// `… sqlite-move`: the same on a database that moves while open (``movingPlaces``): it is
+    /// opened wherever it is, and moved (its file, or its directory) before its first write of
+    /// the run when the seed's bit 1 is set, and then between transactions now and then:
+    /// `B mv <from> <to>` before a move, `A` once it has returned.
+    static func runSQLite(directory: URL, seed: UInt64, passcode: String, moving: Bool) throws {
         let store = try ProtectedStore(directory: directory, configuration: DeviceConfiguration(passcodeCost: .minimal))
         try store.device.unlock(passcode: passcode)
-        let database = try ProtectedDatabase(atPath: "/db/app.db", in: store, create: true, protection: .complete,
+        var place = moving ? movingPlaces.first { store.fileExists(atPath: $0) } ?? movingPlaces[0] : "/db/app.db"
+        let database = try ProtectedDatabase(atPath: place, in: store, create: true, protection: .complete,
                                              journalMode: seed % 2 == 1 ? .wal : .rollback)
+        var random = SplitMix64(seed: seed)
+        func move() throws {
+            // Its file (renamed in its directory) or its directory, in turn.
+            let index = movingPlaces.firstIndex(of: place)!
+            let next = movingPlaces[(index + 1) % movingPlaces.count]
+            let (from, to) = index % 2 == 0 ? (place, next) : (String(place.split(separator: "/")[0]), String(next.split(separator: "/")[0]))
+            say("B mv /\(from.trimmingCharacters(in: ["/"])) /\(to.trimmingCharacters(in: ["/"]))")
+            try store.moveItem(atPath: from, toPath: to)
+            say("A")
+            place = next
+        }
+        if moving { say("READY") }
+        if moving, seed & 2 != 0 { try move() }  // before the first write of this run
         try database.execute("PRAGMA synchronous=FULL; PRAGMA cache_size=20")
         try database.execute("CREATE TABLE IF NOT EXISTS row(tx INTEGER NOT NULL, n INTEGER NOT NULL, payload BLOB NOT NULL, PRIMARY KEY (tx, n))")
         var tx: Int64 = 0
         if case .integer(let largest)? = try database.query("SELECT max(tx) FROM row").first?.values.first { tx = largest }
-        say("READY")
-        var random = SplitMix64(seed: seed)
+        if !moving { say("READY") }
         while true {
+            if moving, random.next(4) == 0 { try move() }
             tx += 1
             let rows = random.next(8) == 0 ? 200 + random.next(400) : 1 + random.next(20)
             say("B tx \(tx) \(rows)")
@@ -196,6 +216,10 @@ struct CrashWorker {
             say("A")
         }
     }
+
+    /// Where the database of `sqlite-move` lives, in turn: a move of its file takes it from an
+    /// even index to the next, a move of its directory from an odd one.
+    static let movingPlaces = ["/db/app.db", "/db/moved.db", "/dbm/moved.db", "/dbm/app.db"]
 
     /// Deterministic bytes for `(seed, count)`: the parent regenerates them to know what was written.
     static func pattern(_ count: Int, seed: UInt64) -> Data {

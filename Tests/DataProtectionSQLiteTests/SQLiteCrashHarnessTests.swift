@@ -27,10 +27,10 @@ struct SQLiteCrashHarnessTests {
     }
 
     /// Runs the worker, kills it `delay` ms after its READY line, and returns the complete lines it wrote.
-    static func runAndKill(_ worker: URL, directory: URL, seed: UInt64, delay: Int) throws -> (lines: [String], killed: Bool) {
+    static func runAndKill(_ worker: URL, directory: URL, seed: UInt64, delay: Int, mode: String = "sqlite") throws -> (lines: [String], killed: Bool) {
         let process = Process()
         process.executableURL = worker
-        process.arguments = [directory.path, String(seed), "1234", "sqlite"]
+        process.arguments = [directory.path, String(seed), "1234", mode]
         let output = Pipe()
         process.standardOutput = output
         // A pipe, never a FileHandle on a file: Process closes the descriptors it is given, and
@@ -116,5 +116,93 @@ struct SQLiteCrashHarnessTests {
             guard found == expected else { return }
         }
         print("SQLITE-CRASH-HARNESS seed \(seed): \(kills) kills survived, \(totals.transactions) acknowledged transactions, \(totals.inFlight) kills inside a transaction (\(totals.inFlightKept) of them committed); integrity_check ok every time, 0 lost, 0 half applied")
+    }
+
+    /// Where `CrashWorker … sqlite-move` keeps its database, in turn (its `movingPlaces`).
+    static let movingPlaces = ["/db/app.db", "/db/moved.db", "/dbm/moved.db", "/dbm/app.db"]
+
+    /// The `sqlite-move` worker moves its database (its file, or its directory) while the
+    /// connection is open, before its first write and between transactions, and is killed at
+    /// a random instant. After each kill the database is found at the place of its last move
+    /// (or of the move in flight), opens, passes `integrity_check`, holds every acknowledged
+    /// transaction whole; and once it is open nothing is left at an old place: the store holds
+    /// the database's directory only, and it the database and its side files only.
+    ///
+    /// `DP_SQLITE_MOVE_KILLS` (default 16) sets the number of kills; `DP_CRASH_SEED` the seed.
+    @Test("SIGKILL during SQLite transactions on a database moved while open: none lost, nothing at an old place")
+    func killsWhileMoving() throws {
+        let worker = try #require(Self.worker, "CrashWorker is not built next to the tests")
+        let environment = ProcessInfo.processInfo.environment
+        let kills = environment["DP_SQLITE_MOVE_KILLS"].flatMap(Int.init) ?? 16
+        let seed = environment["DP_CRASH_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
+        print("SQLITE-MOVE-HARNESS seed \(seed), \(kills) kills")
+        var random = SystemRandomNumberGenerator()
+        let root = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("dpsm-\(seed)-\(UUID().uuidString.prefix(6))")
+        defer { try? FileManager.default.removeItem(at: root) }
+        do {
+            let store = try ProtectedStore(directory: root, configuration: DeviceConfiguration(passcodeCost: .minimal))
+            try store.device.unlock()
+            try store.device.setPasscode("1234")
+        }
+        var acknowledged: [Int64: Int] = [:]
+        var place = 0
+        var totals = (transactions: 0, moves: 0, movesInFlight: 0)
+        for round in 0..<kills {
+            // Both journal modes, each moved before its first write and not (the worker's seed bits 0 and 1).
+            let roundSeed = (seed &* 1_000_003 &+ UInt64(round)) & ~3 | UInt64(round % 4)
+            let run = try Self.runAndKill(worker, directory: root, seed: roundSeed, delay: Int.random(in: 20...400, using: &random), mode: "sqlite-move")
+            let context = "seed \(seed) round \(round) (worker seed \(roundSeed), \(roundSeed % 2 == 1 ? "WAL" : "rollback journal"), \(roundSeed & 2 != 0 ? "moved before its first write" : "moved between transactions"))"
+            try #require(run.killed, "\(context): the worker ended by itself: \(run.lines.suffix(3))")
+            var inFlight: (tx: Int64, rows: Int)?
+            var moveInFlight = false
+            for line in run.lines {
+                let words = line.split(separator: " ")
+                if words.first == "B", words.count == 4, words[1] == "tx", let tx = Int64(words[2]), let rows = Int(words[3]) {
+                    inFlight = (tx, rows)
+                } else if words.first == "B", words.count == 4, words[1] == "mv" {
+                    moveInFlight = true
+                } else if line == "A", moveInFlight {
+                    moveInFlight = false
+                    place = (place + 1) % Self.movingPlaces.count
+                    totals.moves += 1
+                } else if line == "A", let done = inFlight {
+                    acknowledged[done.tx] = done.rows
+                    inFlight = nil
+                    totals.transactions += 1
+                }
+            }
+
+            let store = try ProtectedStore(directory: root, configuration: DeviceConfiguration(passcodeCost: .minimal))
+            try store.device.unlock(passcode: "1234")
+            if moveInFlight {
+                totals.movesInFlight += 1
+                let next = (place + 1) % Self.movingPlaces.count
+                if store.fileExists(atPath: Self.movingPlaces[next]) { place = next }
+            }
+            let path = Self.movingPlaces[place]
+            try #require(store.fileExists(atPath: path), "\(context): the database is not at \(path)")
+            // Opened first: a move cut by the kill leaves a side file a second name, which the
+            // database's first connection clears.
+            let database = try ProtectedDatabase(atPath: path, in: store)
+            let parts = path.split(separator: "/").map(String.init)
+            #expect(try store.contentsOfDirectory(atPath: "/") == [parts[0]], "\(context): something is left at an old place")
+            let beside = Set(try store.contentsOfDirectory(atPath: parts[0]))
+            #expect(beside.isSubset(of: [parts[1], parts[1] + "-journal", parts[1] + "-wal"]) && beside.contains(parts[1]),
+                    "\(context): \(parts[0]) holds \(beside.sorted())")
+            #expect(try database.query("PRAGMA integrity_check").first?.texts == ["ok"], "\(context)")
+            var found: [Int64: Int] = [:]
+            for row in try database.query("SELECT tx, count(*) FROM row GROUP BY tx") {
+                if case .integer(let tx) = row.values[0], case .integer(let count) = row.values[1] { found[tx] = Int(count) }
+            }
+            var expected = acknowledged
+            if let inFlight, found[inFlight.tx] != nil {
+                expected[inFlight.tx] = inFlight.rows  // committed just before the kill: whole
+                acknowledged[inFlight.tx] = inFlight.rows
+            }
+            #expect(found == expected, "\(context): transactions lost, half applied or invented")
+            database.close()
+            guard found == expected else { return }
+        }
+        print("SQLITE-MOVE-HARNESS seed \(seed): \(kills) kills survived, \(totals.transactions) acknowledged transactions, \(totals.moves) moves (\(totals.movesInFlight) cut by the kill); integrity_check ok every time, 0 lost, nothing at an old place")
     }
 }

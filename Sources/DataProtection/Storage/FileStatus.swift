@@ -14,12 +14,16 @@ package struct FileStatus: Sendable, Hashable {
     package let identity: FileIdentity
     package let size: Int64
     package let modificationDate: Date
+    /// How many names the file has (`st_nlink`): more than one only while a move of a
+    /// database's side file is in flight, or after a crash cut one (``FileSystem/link(_:to:)``).
+    package let linkCount: Int
 
-    package init(kind: Kind, identity: FileIdentity, size: Int64, modificationDate: Date) {
+    package init(kind: Kind, identity: FileIdentity, size: Int64, modificationDate: Date, linkCount: Int = 1) {
         self.kind = kind
         self.identity = identity
         self.size = size
         self.modificationDate = modificationDate
+        self.linkCount = linkCount
     }
 }
 

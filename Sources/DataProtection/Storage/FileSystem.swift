@@ -48,6 +48,10 @@ package protocol FileSystem: Sendable {
     func close(_ descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError)
     /// `rename`: atomically replaces `destination` with `source`.
     func rename(_ source: FilePath, to destination: FilePath) throws(DataProtectionError)
+    /// `link`: gives the file at `source` the second name `destination` (which must not
+    /// exist). What moves a database's side files with it, so that one name or the other
+    /// is beside the database at every instant.
+    func link(_ source: FilePath, to destination: FilePath) throws(DataProtectionError)
     /// `fsync` of a directory: makes renames, creations and removals in it durable.
     func synchronizeDirectory(at path: FilePath) throws(DataProtectionError)
     /// `unlink`; a missing file is not an error.
@@ -161,6 +165,11 @@ package struct AtomicFileWriter: Sendable {
 }
 
 extension FileSystem {
+    /// Not supported by default: a move that needs a second name fails (`ioFailure`) and changes nothing.
+    package func link(_ source: FilePath, to destination: FilePath) throws(DataProtectionError) {
+        throw DataProtectionError(.ioFailure, "link \(destination): this file system makes no hard links.")
+    }
+
     /// Unknown by default (a file system that does not say is never refused a growth).
     package func availableCapacity(of descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) -> UInt64? { nil }
 

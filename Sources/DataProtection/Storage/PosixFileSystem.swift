@@ -108,6 +108,13 @@ package struct PosixFileSystem: FileSystem {
         try check("rename", destination, status)
     }
 
+    package func link(_ source: FilePath, to destination: FilePath) throws(DataProtectionError) {
+        let status = source.withPlatformString { from in
+            destination.withPlatformString { to in systemLink(from, to) }
+        }
+        try check("link", destination, status)
+    }
+
     package func synchronizeDirectory(at path: FilePath) throws(DataProtectionError) {
         let descriptor = try call("open", path) {
             try FileDescriptor.open(path, .readOnly, options: [.directory, .closeOnExec])
@@ -266,7 +273,8 @@ package struct PosixFileSystem: FileSystem {
         let time = stat.st_mtim
         return FileStatus(
             kind: kind, identity: FileIdentity(device: UInt64(stat.deviceID.rawValue), inode: UInt64(stat.inode.rawValue)),
-            size: Int64(stat.size), modificationDate: Date(timeIntervalSince1970: Double(time.tv_sec) + Double(time.tv_nsec) / 1e9))
+            size: Int64(stat.size), modificationDate: Date(timeIntervalSince1970: Double(time.tv_sec) + Double(time.tv_nsec) / 1e9),
+            linkCount: stat.linkCount)
     }
 
     // MARK: - errno to DataProtectionError
@@ -330,5 +338,13 @@ private func systemRename(_ from: UnsafePointer<CChar>, _ to: UnsafePointer<CCha
     Glibc.rename(from, to)
     #else
     Darwin.rename(from, to)
+    #endif
+}
+
+private func systemLink(_ from: UnsafePointer<CChar>, _ to: UnsafePointer<CChar>) -> Int32 {
+    #if canImport(Glibc)
+    Glibc.link(from, to)
+    #else
+    Darwin.link(from, to)
     #endif
 }

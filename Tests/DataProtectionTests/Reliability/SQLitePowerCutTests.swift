@@ -118,4 +118,60 @@ struct SQLitePowerCutTests {
     static func name(wal: Bool, freshJournal: Bool, restart: Bool, rows: Int) -> String {
         (wal ? (restart ? "WAL, restarted" : "WAL") : freshJournal ? "rollback journal, created" : "rollback journal, kept") + ", \(rows) rows"
     }
+
+    /// A database moved while open (its file, renamed in its directory) with a transaction
+    /// committed: its WAL, or the journal its connection keeps, moves with it. A crash at every
+    /// mutating call of the move leaves the database at its old name or its new one, opening
+    /// with every commit and `integrity_check` ok, and (once open) nothing but it and its side
+    /// files in its directory. The process stops at the crash (``CrashingFileSystem/Mode/keepEverything``:
+    /// the model undoes a removal of a second name as a copy, not a link).
+    @Test("a crash at every step of a move of an open database", arguments: [false, true])
+    func crashAtEveryStepOfAMove(wal: Bool) throws {
+        let summary = "SELECT count(*), min(n), max(n) FROM t"
+        let counter = CrashingFileSystem(mode: .keepEverything)
+        let root = IOFaultTests.scratch()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let (store, database) = try Self.prepare(root, counter, wal: wal)
+        try Self.transaction(database)
+        let committed = try database.query(summary).first?.values
+        #expect(try store.contentsOfDirectory(atPath: "/db").sorted() == ["app.db", wal ? "app.db-wal" : "app.db-journal"],
+                "the side file is there to move")
+        counter.arm(crashAt: nil)
+        try store.moveItem(atPath: "/db/app.db", toPath: "/db/moved.db")
+        let steps = counter.operations
+        #expect(try store.contentsOfDirectory(atPath: "/db").sorted() == ["moved.db", wal ? "moved.db-wal" : "moved.db-journal"])
+        try database.execute("INSERT INTO t VALUES (-1, x'00')")
+        #expect(try store.contentsOfDirectory(atPath: "/db").sorted() == ["moved.db", wal ? "moved.db-wal" : "moved.db-journal"])
+        database.close()
+        withExtendedLifetime(store) {}
+
+        var outcomes = (old: 0, new: 0)
+        for step in 1...steps {
+            let fileSystem = CrashingFileSystem(mode: .keepEverything)
+            let root = IOFaultTests.scratch()
+            defer { try? FileManager.default.removeItem(at: root) }
+            let (store, database) = try Self.prepare(root, fileSystem, wal: wal)
+            try Self.transaction(database)
+            fileSystem.arm(crashAt: step)
+            _ = try? store.moveItem(atPath: "/db/app.db", toPath: "/db/moved.db")
+            let context = "\(wal ? "WAL" : "rollback journal"), crash at step \(step) of \(steps) of the move"
+            guard fileSystem.hasCrashed else {
+                Issue.record("\(context): no crash")
+                continue
+            }
+            database.close()
+            let restarted = try ScratchStore.restarted(at: root, replacing: store)
+            try restarted.device.unlock(passcode: Self.passcode)
+            let name = restarted.fileExists(atPath: "/db/moved.db") ? "moved.db" : "app.db"
+            if name == "app.db" { outcomes.old += 1 } else { outcomes.new += 1 }
+            let reopened = try ProtectedDatabase(atPath: "/db/" + name, in: restarted)
+            #expect(try reopened.query("PRAGMA integrity_check").first?.texts == ["ok"], "\(context)")
+            #expect(try reopened.query(summary).first?.values == committed, "\(context): a commit lost")
+            let beside = Set(try restarted.contentsOfDirectory(atPath: "/db"))
+            #expect(beside.contains(name) && beside.isSubset(of: [name, name + "-journal", name + "-wal"]), "\(context): /db holds \(beside.sorted())")
+            reopened.close()
+        }
+        print("SQLITE-MOVE-CRASHES \(wal ? "WAL" : "rollback journal"): \(steps) steps: \(outcomes.old) at the old name, \(outcomes.new) at the new one, every commit kept")
+        #expect(outcomes.old > 0 && outcomes.new > 0)
+    }
 }

@@ -220,6 +220,14 @@ final class CrashingFileSystem: FileSystem {
         }
     }
 
+    /// A second name: undone by a power cut (before an `fsync` of its directory) as a creation is.
+    /// (Only ``Mode/keepEverything`` models it exactly: a removal undone puts a copy back, not a link.)
+    func link(_ source: FilePath, to destination: FilePath) throws(DataProtectionError) {
+        try step()
+        try base.link(source, to: destination)
+        state.withLock { state in state.journal.append(.created(destination)) }
+    }
+
     func removeFile(at path: FilePath) throws(DataProtectionError) {
         try step()
         let content = try base.readFile(at: path, limit: .max)

@@ -21,6 +21,7 @@ extension ForwardingFileSystem {
     }
     func close(_ descriptor: FileDescriptor, path: FilePath) throws(DataProtectionError) { try base.close(descriptor, path: path) }
     func rename(_ source: FilePath, to destination: FilePath) throws(DataProtectionError) { try base.rename(source, to: destination) }
+    func link(_ source: FilePath, to destination: FilePath) throws(DataProtectionError) { try base.link(source, to: destination) }
     func synchronizeDirectory(at path: FilePath) throws(DataProtectionError) { try base.synchronizeDirectory(at: path) }
     func removeFile(at path: FilePath) throws(DataProtectionError) { try base.removeFile(at: path) }
     func createDirectory(at path: FilePath) throws(DataProtectionError) { try base.createDirectory(at: path) }

@@ -73,6 +73,18 @@ enum FilePlaceRecords {
     ) throws(DataProtectionError) {
         let file = try DataFileDescriptor.open(path, fileSystem: device.fileSystem)
         defer { file.close() }
+        let next = try bindBoth(file, origin, destination, device: device)
+        try rename()
+        // The descriptor follows the file through the rename.
+        try file.write(next, at: offsets[0])
+        try file.synchronize()
+    }
+
+    /// The first half of a move: refuses the file unless it is bound to `origin`; makes record 0
+    /// bind `origin` and record 1 `destination`, durably, so that it is bound at either place.
+    /// Returns `destination`'s tag. ``bind(_:to:device:)`` ends the move.
+    @discardableResult
+    static func bindBoth(_ file: DataFileDescriptor, _ origin: Place, _ destination: Place, device: Device) throws(DataProtectionError) -> Data {
         let fileID = try fileIDOf(file)
         let current = try origin.tag(of: .file, id: fileID, device: device)
         let tags = try records(of: file)
@@ -84,10 +96,7 @@ enum FilePlaceRecords {
         let next = try destination.tag(of: .file, id: fileID, device: device)
         try file.write(next, at: offsets[1])
         try file.synchronize()
-        try rename()
-        // The descriptor follows the file through the rename.
-        try file.write(next, at: offsets[0])
-        try file.synchronize()
+        return next
     }
 
     /// Writes `place` into both records of `file` and makes them durable (a store migrated to

@@ -50,4 +50,13 @@ final class NamespaceLock: NSLocking, @unchecked Sendable {
         memo[path] = kind
         return kind
     }
+
+    /// Runs `body` holding the lock without counting a change, given the count of changes so
+    /// far: for questions that change nothing (where an open file is now), whose answer may be
+    /// remembered for as long as the count stays.
+    func reading<R>(_ body: (UInt64) throws(DataProtectionError) -> R) throws(DataProtectionError) -> R {
+        base.lock()
+        defer { base.unlock() }
+        return try body(changes)
+    }
 }

@@ -65,6 +65,16 @@ final class OpenFile: @unchecked Sendable {
     /// durable flush or any flush that needs a journal).
     @exclusivity(unchecked) var recordedLength: UInt64
     @exclusivity(unchecked) var closed = false
+    /// The suffixes of the files beside this one that belong to it while it is open (a
+    /// database's `-journal` and `-wal`): a move of the file through the store takes them along.
+    var companionSuffixes: [String] {
+        get { lock.locked { companions } }
+        set { lock.locked { companions = newValue } }
+    }
+    @exclusivity(unchecked) private var companions: [String] = []
+    /// Where the file was found in the store (``ProtectedStore/currentPath(of:)``), at which count
+    /// of name-space changes and on-disk path.
+    @exclusivity(unchecked) var placeMemo: (changes: UInt64, disk: FilePath, path: StorePath)?
 
     /// The committed header.
     var header: FileHeader { disk.header }

@@ -61,6 +61,25 @@ public final class ProtectedFileHandle: Sendable {
     /// The file's protection class.
     public var protectionClass: ProtectionClass { file.protectionClass }
 
+    /// Where the handle's file is now (`/`-prefixed, as ``ProtectedStore/standardizedPath(_:)``
+    /// writes it): after a move of the file or of a directory above it, its new path; `nil`
+    /// once the file was removed (or replaced) while open. What a file beside it (a
+    /// database's journal) is found by.
+    package func currentPath() throws(DataProtectionError) -> String? {
+        try store.currentPath(of: file)?.description
+    }
+
+    /// Makes the files named like the handle's file plus each of `suffixes` (a database's
+    /// `-journal` and `-wal`) belong to it while it is open: a move of the file through the
+    /// store moves them along first, so they are beside it wherever it is.
+    package func moveCompanions(withSuffixes suffixes: [String]) {
+        file.companionSuffixes = suffixes
+    }
+
+    /// The identity of the handle's file: the same for every handle on one file (opened at
+    /// whatever path, before or after a move) while any is open.
+    package var fileIdentity: ObjectIdentifier { ObjectIdentifier(file) }
+
     // MARK: - Reading
 
     /// Reads up to `count` bytes at the offset and advances it; an empty `Data` at the end of the file.

@@ -270,21 +270,19 @@ extension ProtectedStore {
                 try to.requireCreatable(rootByteCount: root.string.utf8.count)
             }
             if origin.kind == .file {
-                try FilePlaceRecords.move(fileAt: origin.disk, from: origin.place, to: target.place, device: device) { () throws(DataProtectionError) in
-                    // Handles follow their file; no flush of it runs meanwhile (its journal stays beside it).
-                    try changingPlace(of: origin.disk, candidates: [target.disk, origin.disk]) { () throws(DataProtectionError) in
-                        let journal = CommittedFile.journalPath(for: origin.disk)
-                        if let pending = try fileSystem.readFile(at: journal, limit: FileJournal.maximumByteCount(recordStride: nil)) {
-                            // A crash left a journal the file needs: it must be beside the file at every
-                            // instant, so a durable copy goes first and the original last.
-                            try AtomicFileWriter(fileSystem: fileSystem).write([.data(pending)], to: CommittedFile.journalPath(for: target.disk))
-                            try fileSystem.rename(origin.disk, to: target.disk)
-                            try fileSystem.removeFile(at: journal)
-                        } else {
-                            try fileSystem.rename(origin.disk, to: target.disk)
-                        }
-                    }
-                    try synchronizeDirectories(of: origin, target)
+                // Files beside an open file that belong to it (a database's journal and WAL) move with it.
+                var companions: [(origin: Location, target: Location)] = []
+                for suffix in openFile(for: origin.disk)?.companionSuffixes ?? [] {
+                    guard let name = from.name, let targetName = to.name,
+                          let companion = try? locate(from.parent.appending(name + suffix)), companion.kind == .file,
+                          let companionTarget = try? locate(to.parent.appending(targetName + suffix)), companionTarget.kind == .missing
+                    else { continue }
+                    companions.append((companion, companionTarget))
+                }
+                if companions.isEmpty {
+                    try moveFile(origin, to: target)
+                } else {
+                    try moveFile(origin, to: target, with: companions)
                 }
             } else {
                 try moveDirectory(origin, to: target)
@@ -292,8 +290,28 @@ extension ProtectedStore {
         }
     }
 
+    /// Renames the file at `origin` to `target` (missing) and rebinds it to its new place.
+    private func moveFile(_ origin: Location, to target: Location) throws(DataProtectionError) {
+        try FilePlaceRecords.move(fileAt: origin.disk, from: origin.place, to: target.place, device: device) { () throws(DataProtectionError) in
+            // Handles follow their file; no flush of it runs meanwhile (its journal stays beside it).
+            try changingPlace(of: origin.disk, candidates: [target.disk, origin.disk]) { () throws(DataProtectionError) in
+                let journal = CommittedFile.journalPath(for: origin.disk)
+                if let pending = try fileSystem.readFile(at: journal, limit: FileJournal.maximumByteCount(recordStride: nil)) {
+                    // A crash left a journal the file needs: it must be beside the file at every
+                    // instant, so a durable copy goes first and the original last.
+                    try AtomicFileWriter(fileSystem: fileSystem).write([.data(pending)], to: CommittedFile.journalPath(for: target.disk))
+                    try fileSystem.rename(origin.disk, to: target.disk)
+                    try fileSystem.removeFile(at: journal)
+                } else {
+                    try fileSystem.rename(origin.disk, to: target.disk)
+                }
+            }
+            try synchronizeDirectories(of: origin, target)
+        }
+    }
+
     /// Makes a rename from `origin` to `target` durable.
-    private func synchronizeDirectories(of origin: Location, _ target: Location) throws(DataProtectionError) {
+    func synchronizeDirectories(of origin: Location, _ target: Location) throws(DataProtectionError) {
         try fileSystem.synchronizeDirectory(at: target.parentDisk)
         if target.parentDisk != origin.parentDisk {
             try fileSystem.synchronizeDirectory(at: origin.parentDisk)

@@ -57,3 +57,37 @@ extension ProtectedStore {
                                                           to: metadataPath)
     }
 }
+
+extension ProtectedStore {
+    /// Where `file` is now in the store (it follows moves of itself and of the directories
+    /// above it), or `nil` once it was removed (or replaced) while open. Read under the
+    /// name-space lock, so no move is half done, without counting as a change (the memo of
+    /// `fileExists` stays); the on-disk names are decrypted from the root down, and the
+    /// answer remembered by the file until the name space changes.
+    func currentPath(of file: OpenFile) throws(DataProtectionError) -> StorePath? {
+        try namespace.reading { changes throws(DataProtectionError) -> StorePath? in
+            let (disk, unlinked, closed, memo) = file.lock.locked { (file.disk.file.path, file.disk.unlinked, file.closed, file.placeMemo) }
+            guard !closed else { throw DataProtectionError(.handleClosed, "The file was closed.") }
+            guard !unlinked else { return nil }
+            if let memo, memo.changes == changes, memo.disk == disk { return memo.path }
+            guard disk.starts(with: root) else { return nil }
+            let components = disk.components.dropFirst(root.components.count).map(\.string)
+            var directory = root
+            var metadata = try directoryMetadata(at: root, place: .root)
+            var names: [String] = []
+            for (position, component) in components.enumerated() {
+                guard let name = try NameCipher.decrypt(component, directoryID: metadata.id, device: device) else {
+                    throw .integrity("A store directory holds an entry whose name does not decrypt: the store was tampered with.")
+                }
+                names.append(name)
+                if position < components.count - 1 {
+                    directory = directory.appending(component)
+                    metadata = try directoryMetadata(at: directory, place: Place(directoryID: metadata.id, name: name))
+                }
+            }
+            let path = StorePath(components: names)
+            file.lock.locked { file.placeMemo = (changes, disk, path) }
+            return path
+        }
+    }
+}
