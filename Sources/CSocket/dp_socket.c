@@ -84,22 +84,7 @@ int dp_socket_listen(const char *path, int backlog) {
 }
 
 int dp_socket_connect(const char *path) {
-    struct sockaddr_un address;
-    int directory;
-    int status = fill_address(&address, path, &directory);
-    if (status < 0) return status;
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int error = errno;
-    if (fd >= 0) {
-        while ((status = connect(fd, (struct sockaddr *)&address, sizeof(address))) < 0 && errno == EINTR) {}
-        error = errno;
-        if (status < 0) {
-            close(fd);
-            fd = -1;
-        }
-    }
-    if (directory >= 0) close(directory);
-    return fd >= 0 ? fd : -error;
+    return dp_socket_connect_within(path, -1);
 }
 
 int dp_socket_accept(int listener) {
@@ -225,7 +210,7 @@ int dp_socket_connect_within(const char *path, int milliseconds) {
     if (status < 0) return status;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int error = errno;
-    if (fd >= 0) {
+    if (fd >= 0 && milliseconds >= 0) {
         // A Unix-domain connect waits for room in the listener's queue for at most the send timeout.
         struct timeval limit = {.tv_sec = milliseconds / 1000, .tv_usec = (milliseconds % 1000) * 1000};
         if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit)) < 0) {

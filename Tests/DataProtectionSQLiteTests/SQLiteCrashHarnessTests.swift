@@ -60,6 +60,15 @@ struct SQLiteCrashHarnessTests {
         return (lines, killed && process.terminationReason == .uncaughtSignal)
     }
 
+    /// A new store with the passcode 1234, in a temporary folder named after the harness and its seed.
+    static func harnessStore(_ prefix: String, seed: UInt64) throws -> URL {
+        let root = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("\(prefix)-\(seed)-\(UUID().uuidString.prefix(6))")
+        let store = try ProtectedStore(directory: root, configuration: DeviceConfiguration(passcodeCost: .minimal))
+        try store.device.unlock()
+        try store.device.setPasscode("1234")
+        return root
+    }
+
     @Test("SIGKILL during SQLite transactions: integrity_check ok, every acknowledged transaction whole, none half applied")
     func killsDuringTransactions() throws {
         let worker = try #require(Self.worker, "CrashWorker is not built next to the tests")
@@ -68,13 +77,8 @@ struct SQLiteCrashHarnessTests {
         let seed = environment["DP_CRASH_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
         print("SQLITE-CRASH-HARNESS seed \(seed), \(kills) kills")
         var random = SystemRandomNumberGenerator()
-        let root = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("dpsk-\(seed)-\(UUID().uuidString.prefix(6))")
+        let root = try Self.harnessStore("dpsk", seed: seed)
         defer { try? FileManager.default.removeItem(at: root) }
-        do {
-            let store = try ProtectedStore(directory: root, configuration: DeviceConfiguration(passcodeCost: .minimal))
-            try store.device.unlock()
-            try store.device.setPasscode("1234")
-        }
         var acknowledged: [Int64: Int] = [:]
         var totals = (transactions: 0, inFlight: 0, inFlightKept: 0)
         for round in 0..<kills {
@@ -137,13 +141,8 @@ struct SQLiteCrashHarnessTests {
         let seed = environment["DP_CRASH_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
         print("SQLITE-MOVE-HARNESS seed \(seed), \(kills) kills")
         var random = SystemRandomNumberGenerator()
-        let root = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("dpsm-\(seed)-\(UUID().uuidString.prefix(6))")
+        let root = try Self.harnessStore("dpsm", seed: seed)
         defer { try? FileManager.default.removeItem(at: root) }
-        do {
-            let store = try ProtectedStore(directory: root, configuration: DeviceConfiguration(passcodeCost: .minimal))
-            try store.device.unlock()
-            try store.device.setPasscode("1234")
-        }
         var acknowledged: [Int64: Int] = [:]
         var place = 0
         var totals = (transactions: 0, moves: 0, movesInFlight: 0)

@@ -127,37 +127,18 @@ import Testing
         let (fixture, agent) = try store(throughAgent: throughAgent)
         defer { agent?.stop() }
         #expect(try fixture.run(["sql", "a.db", "--create", "CREATE TABLE t(x); INSERT INTO t VALUES (42)"]).status == 0)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
-        process.arguments = ["-qec", "'\(DPCtlRunner.executable.path)' sql a.db", "/dev/null"]
-        process.environment = fixture.environment(passcode: "1234", extra: ["TERM": "xterm"])
-        let input = Pipe(), output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = output
-        let shown = Gathered()
-        output.fileHandleForReading.readabilityHandler = { handle in shown.append(handle.availableData) }
-        try process.run()
-        /// What the terminal was sent so far.
-        func screen() -> String { shown.text }
-        func waitFor(_ expected: String) -> Bool {
-            let deadline = Date().addingTimeInterval(20)
-            while Date() < deadline {
-                if screen().contains(expected) { return true }
-                Thread.sleep(forTimeInterval: 0.02)
-            }
-            return false
-        }
+        let terminal = try TerminalSession(["sql", "a.db"], environment: fixture.environment(passcode: "1234", extra: ["TERM": "xterm"]))
+        func screen() -> String { terminal.screen }
+        func waitFor(_ expected: String) -> Bool { terminal.waitFor(expected) }
         #expect(waitFor("Ctrl-D leaves"))
         for (line, shown) in [("SELECT\r", "...> "), (" x FROM t;\r", "42"), ("SELEC 1;\r", "syntax error"),
                               ("INSERT INTO t VALUES (7); SELECT count(*) + 100 FROM t;\r", "102")] {
-            input.fileHandleForWriting.write(Data(line.utf8))
+            terminal.type(line)
             #expect(waitFor(shown), "after \(line.debugDescription): \(screen().debugDescription)")
         }
-        input.fileHandleForWriting.write(Data([0x04]))  // Ctrl-D on an empty line
-        process.waitUntilExit()
-        output.fileHandleForReading.readabilityHandler = nil
-        #expect(process.terminationStatus == 0)
+        terminal.type([0x04])  // Ctrl-D on an empty line
+        #expect(terminal.exited(within: 20))
+        #expect(terminal.finish() == 0)
         // In order: the rows of a line, then the next prompt; the error, then a prompt again. Each
         // keystroke redraws the line (carriage return, prompt, text, erase to its end, cursor
         // moves): a line of the screen is what its last redraw left.
@@ -248,14 +229,4 @@ private final class PipedRun: @unchecked Sendable {
     }
 
     private func append(_ data: Data) { lock.lock(); bytes.append(data); lock.unlock() }
-}
-
-/// Bytes gathered from a reading handler's thread.
-private final class Gathered: @unchecked Sendable {
-    private let lock = NSLock()
-    private var bytes = Data()
-
-    func append(_ data: Data) { lock.withLock { bytes.append(data) } }
-
-    var text: String { lock.withLock { String(decoding: bytes, as: UTF8.self) } }
 }

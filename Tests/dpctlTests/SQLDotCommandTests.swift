@@ -183,25 +183,8 @@ import Testing
         let (fixture, agent) = try store(throughAgent: throughAgent)
         defer { agent?.stop() }
         #expect(try fixture.run(["sql", "a.db", "--create", "CREATE TABLE distinct_table_name(x); INSERT INTO distinct_table_name VALUES (42)"]).status == 0)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
-        process.arguments = ["-qec", "'\(DPCtlRunner.executable.path)' sql a.db", "/dev/null"]
-        process.environment = fixture.environment(passcode: "1234", extra: ["TERM": "xterm"])
-        let input = Pipe(), output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = output
-        let shown = Shown()
-        output.fileHandleForReading.readabilityHandler = { handle in shown.append(handle.availableData) }
-        try process.run()
-        func waitFor(_ expected: String) -> Bool {
-            let deadline = Date().addingTimeInterval(20)
-            while Date() < deadline {
-                if shown.text.contains(expected) { return true }
-                Thread.sleep(forTimeInterval: 0.02)
-            }
-            return false
-        }
+        let terminal = try TerminalSession(["sql", "a.db"], environment: fixture.environment(passcode: "1234", extra: ["TERM": "xterm"]))
+        func waitFor(_ expected: String) -> Bool { terminal.waitFor(expected) }
         #expect(waitFor("Ctrl-D leaves"))
         // What each line shows is not in the line itself (the terminal echoes what is typed); the
         // terminal turns each newline into \\r\\n, so CSV rows (which end in \\r\\n) end in \\r\\r\\n.
@@ -209,35 +192,13 @@ import Testing
                                  (".mode csv\r", "sql> "), (".headers on\r", "sql> "),
                                  ("SELECT x, upper('a b') AS y FROM distinct_table_name;\r", "x,y\r\r\n42,\"A B\"\r\r\n"),
                                  (".bogus\r", "Unknown command"), (".mode list\r", "sql> "), ("SELECT upper('after') || ' error';\r", "AFTER error")] {
-            input.fileHandleForWriting.write(Data(line.utf8))
-            #expect(waitFor(expected), "after \(line.debugDescription): \(shown.text.suffix(400).debugDescription)")
+            terminal.type(line)
+            #expect(waitFor(expected), "after \(line.debugDescription): \(terminal.screen.suffix(400).debugDescription)")
         }
-        #expect(!shown.text.contains("...> "), "a dot-command never continues a statement: \(shown.text.debugDescription)")
-        input.fileHandleForWriting.write(Data(".quit\r".utf8))
-        func exited(within seconds: Double) -> Bool {
-            let deadline = Date().addingTimeInterval(seconds)
-            while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
-            return !process.isRunning
-        }
-        let quit = exited(within: 20)
+        #expect(!terminal.screen.contains("...> "), "a dot-command never continues a statement: \(terminal.screen.debugDescription)")
+        terminal.type(".quit\r")
+        let quit = terminal.exited(within: 20)
         #expect(quit, ".quit ends the session")
-        if !quit {
-            // Not left behind: the end of input, else the terminal taken away.
-            try? input.fileHandleForWriting.close()
-            if !exited(within: 5) { kill(process.processIdentifier, SIGKILL) }
-        }
-        process.waitUntilExit()
-        output.fileHandleForReading.readabilityHandler = nil
-        #expect(quit && process.terminationStatus == 0)
+        #expect(terminal.finish() == 0 && quit)
     }
-}
-
-/// Bytes gathered from a reading handler's thread.
-private final class Shown: @unchecked Sendable {
-    private let lock = NSLock()
-    private var bytes = Data()
-
-    func append(_ data: Data) { lock.withLock { bytes.append(data) } }
-
-    var text: String { lock.withLock { String(decoding: bytes, as: UTF8.self) } }
 }

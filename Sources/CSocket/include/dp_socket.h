@@ -33,7 +33,7 @@ int dp_socket_wait_readable(int fd, int milliseconds);
 /// hung up or failed (the write then says why): 1 if so, 0 on timeout.
 int dp_socket_wait_writable(int fd, int milliseconds);
 /// As dp_socket_connect, waiting at most `milliseconds` for room in the listener's queue
-/// (-EAGAIN then); the socket keeps that send timeout.
+/// (-EAGAIN then; negative: as long as it takes); the socket keeps that send timeout.
 int dp_socket_connect_within(const char *path, int milliseconds);
 /// Sets the send timeout (SO_SNDTIMEO): a send that moves no byte for that long fails with -EAGAIN.
 int dp_socket_set_send_timeout(int fd, int milliseconds);

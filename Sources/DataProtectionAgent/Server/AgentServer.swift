@@ -135,6 +135,7 @@ public final class AgentServer: Sendable {
     ///
     /// First raises the soft descriptor limit to the hard one (each connection is a descriptor).
     public func run() {
+        AgentSocketRecord.write(socketPath: socketPath, in: store.device.directory)
         let descriptors = (try? DescriptorLimit.raiseToHardLimit()) ?? 1024
         // Room for every connection, its data channel and a descriptor it passes, and the store's own.
         let limit = max(1, min(configuration.maximumConnections, (descriptors - 64) / 3))
@@ -250,6 +251,7 @@ public final class AgentServer: Sendable {
         } catch {
             logger.error("agent: reboot at stop failed", metadata: ["error": "\(error)"])
         }
+        AgentSocketRecord.remove(in: store.device.directory)
         // Last: the socket's going tells a waiting `dpctl agent stop` that the reboot is done.
         // (An inherited socket is its maker's to remove.)
         if !isSocketInherited { unlink(socketPath) }

@@ -59,11 +59,20 @@ struct Session {
         return location
     }
 
-    /// The agent of the store at `location`, if one answers at its socket.
+    /// The agent of the store at `location`, if one answers at its socket. An agent that runs
+    /// for the store on another socket (started with another `DPCTL_AGENT_SOCKET`) owns the
+    /// store: `storeBusy` at once, naming it, rather than a wait for the store it holds.
     static func agent(_ location: StoreLocation) throws(DataProtectionError) -> AgentStore? {
+        let socket = location.agentSocket
         do {
-            return try AgentStore(socketPath: location.agentSocket)
+            return try AgentStore(socketPath: socket)
         } catch where error.code == .fileNotFound {
+            if let running = AgentSocketRecord.running(in: location.device), running.socketPath != socket {
+                throw DataProtectionError(
+                    .storeBusy,
+                    "The store is served by its agent (pid \(running.processIdentifier)) at \(running.socketPath), not at \(socket).",
+                    hint: "Set DPCTL_AGENT_SOCKET=\(running.socketPath) (or unset it, if the agent was started without it), so that dpctl goes through that agent.")
+            }
             return nil
         }
     }
