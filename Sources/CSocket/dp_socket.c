@@ -174,8 +174,9 @@ int dp_socket_pair(int pair[2]) {
     return 0;
 }
 
-int dp_socket_wait_readable(int fd, int milliseconds) {
-    struct pollfd entry = {.fd = fd, .events = POLLIN};
+// 1 when `fd` is ready for `events` (or hung up or failed) within `milliseconds`, 0 on timeout.
+static int wait_for(int fd, short events, int milliseconds) {
+    struct pollfd entry = {.fd = fd, .events = events};
     for (;;) {
         int ready = poll(&entry, 1, milliseconds);
         if (ready >= 0) return ready > 0 ? 1 : 0;
@@ -183,13 +184,12 @@ int dp_socket_wait_readable(int fd, int milliseconds) {
     }
 }
 
+int dp_socket_wait_readable(int fd, int milliseconds) {
+    return wait_for(fd, POLLIN, milliseconds);
+}
+
 int dp_socket_wait_writable(int fd, int milliseconds) {
-    struct pollfd entry = {.fd = fd, .events = POLLOUT};
-    for (;;) {
-        int ready = poll(&entry, 1, milliseconds);
-        if (ready >= 0) return ready > 0 ? 1 : 0;
-        if (errno != EINTR) return -errno;
-    }
+    return wait_for(fd, POLLOUT, milliseconds);
 }
 
 int dp_process_harden(void) {

@@ -69,6 +69,17 @@ struct SQLiteCrashHarnessTests {
         return root
     }
 
+    /// The rows of each transaction in the worker's table; `nil` when the table is not there.
+    static func rowsByTransaction(in database: ProtectedDatabase) throws -> [Int64: Int]? {
+        guard try database.query("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'row'")
+            .first?.values.first == .integer(1) else { return nil }
+        var found: [Int64: Int] = [:]
+        for row in try database.query("SELECT tx, count(*) FROM row GROUP BY tx") {
+            if case .integer(let tx) = row.values[0], case .integer(let count) = row.values[1] { found[tx] = Int(count) }
+        }
+        return found
+    }
+
     @Test("SIGKILL during SQLite transactions: integrity_check ok, every acknowledged transaction whole, none half applied")
     func killsDuringTransactions() throws {
         let worker = try #require(Self.worker, "CrashWorker is not built next to the tests")
@@ -102,10 +113,7 @@ struct SQLiteCrashHarnessTests {
             try store.device.unlock(passcode: "1234")
             let database = try ProtectedDatabase(atPath: "/db/app.db", in: store)
             #expect(try database.query("PRAGMA integrity_check").first?.texts == ["ok"], "\(context)")
-            var found: [Int64: Int] = [:]
-            for row in try database.query("SELECT tx, count(*) FROM row GROUP BY tx") {
-                if case .integer(let tx) = row.values[0], case .integer(let count) = row.values[1] { found[tx] = Int(count) }
-            }
+            let found = try #require(try Self.rowsByTransaction(in: database), "\(context): the worker's table is missing")
             var expected = acknowledged
             if let inFlight {
                 totals.inFlight += 1
@@ -189,14 +197,9 @@ struct SQLiteCrashHarnessTests {
             #expect(beside.isSubset(of: [parts[1], parts[1] + "-journal", parts[1] + "-wal"]) && beside.contains(parts[1]),
                     "\(context): \(parts[0]) holds \(beside.sorted())")
             #expect(try database.query("PRAGMA integrity_check").first?.texts == ["ok"], "\(context)")
-            var found: [Int64: Int] = [:]
             // The worker says READY before its CREATE TABLE (so that a move can come before the first
             // write): a kill that early leaves no table, which is right only while nothing was acknowledged.
-            let hasTable = try database.query("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'row'")
-                .first?.values.first == .integer(1)
-            for row in try hasTable ? database.query("SELECT tx, count(*) FROM row GROUP BY tx") : [] {
-                if case .integer(let tx) = row.values[0], case .integer(let count) = row.values[1] { found[tx] = Int(count) }
-            }
+            let found = try Self.rowsByTransaction(in: database) ?? [:]
             var expected = acknowledged
             if let inFlight, found[inFlight.tx] != nil {
                 expected[inFlight.tx] = inFlight.rows  // committed just before the kill: whole

@@ -9,10 +9,26 @@ struct AgentCommandTests {
         let fixture: StoreFixture
         private(set) var pid: Int32 = 0
 
-        init(_ options: [String] = ["--auto-lock", "never", "--grace", "0s"]) throws {
+        /// Every run's environment beyond the fixture's (`DPCTL_AGENT_SOCKET`, say).
+        let extra: [String: String]
+
+        init(_ options: [String] = ["--auto-lock", "never", "--grace", "0s"], extra: [String: String] = [:]) throws {
             fixture = try StoreFixture()
+            self.extra = extra
             try fixture.initialize()
             try start(options)
+        }
+
+        /// A store of its own, served by an agent (unlocked) when `throughAgent`.
+        static func store(throughAgent: Bool) throws -> (fixture: StoreFixture, agent: AgentFixture?) {
+            guard throughAgent else {
+                let fixture = try StoreFixture()
+                try fixture.initialize()
+                return (fixture, nil)
+            }
+            let agent = try AgentFixture()
+            #expect(try agent.run(["unlock"], passcode: "1234").status == 0)
+            return (agent.fixture, agent)
         }
 
         func start(_ options: [String] = ["--auto-lock", "never", "--grace", "0s"]) throws {
@@ -26,7 +42,7 @@ struct AgentCommandTests {
         /// Runs `dpctl` with no passcode source (the agent needs none) unless one is given.
         @discardableResult
         func run(_ arguments: [String], passcode: String? = nil, input: URL? = nil, extra: [String: String] = [:]) throws -> DPCtlRunner.Result {
-            try fixture.run(arguments, passcode: passcode, input: input, extra: extra)
+            try fixture.run(arguments, passcode: passcode, input: input, extra: self.extra.merging(extra) { $1 })
         }
 
         func stop() {

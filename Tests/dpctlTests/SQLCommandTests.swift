@@ -89,22 +89,10 @@ import Testing
         #expect(try fixture.run(["sql", "a.db"], input: blank).standardOutput == "3005\n")
     }
 
-    /// A store of its own, served by an agent (unlocked) when `throughAgent`.
-    private func store(throughAgent: Bool) throws -> (fixture: StoreFixture, agent: AgentCommandTests.AgentFixture?) {
-        guard throughAgent else {
-            let fixture = try StoreFixture()
-            try fixture.initialize()
-            return (fixture, nil)
-        }
-        let agent = try AgentCommandTests.AgentFixture()
-        #expect(try agent.run(["unlock"], passcode: "1234").status == 0)
-        return (agent.fixture, agent)
-    }
-
     @Test("typed at a terminal (a pipe fed a line at a time): each statement's rows are printed once its line is read, before the next; in one process and through the agent",
           arguments: [false, true])
     func interactive(throughAgent: Bool) throws {
-        let (fixture, agent) = try store(throughAgent: throughAgent)
+        let (fixture, agent) = try AgentCommandTests.AgentFixture.store(throughAgent: throughAgent)
         defer { agent?.stop() }
         let run = try PipedRun(["sql", "a.db", "--create"], fixture: fixture)
         /// Waits (up to 20 s) until standard output holds `expected`.
@@ -124,7 +112,7 @@ import Testing
     @Test("at a terminal (a pseudo-terminal through script(1)): a prompt, another inside a statement, each line's rows before the next prompt, a failed statement reported and the session going on, Ctrl-D to leave; in one process and through the agent",
           .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script")), arguments: [false, true])
     func prompt(throughAgent: Bool) throws {
-        let (fixture, agent) = try store(throughAgent: throughAgent)
+        let (fixture, agent) = try AgentCommandTests.AgentFixture.store(throughAgent: throughAgent)
         defer { agent?.stop() }
         #expect(try fixture.run(["sql", "a.db", "--create", "CREATE TABLE t(x); INSERT INTO t VALUES (42)"]).status == 0)
         let terminal = try TerminalSession(["sql", "a.db"], environment: fixture.environment(passcode: "1234", extra: ["TERM": "xterm"]))
@@ -153,7 +141,7 @@ import Testing
     @Test("standard input fed through a pipe in pieces of random sizes runs a script as the argument runs it whole: random scripts with semicolons and newlines in strings and comments, statements across lines and several on one; in one process and through the agent",
           arguments: [(1, false), (2, false), (3, true), (4, true)] as [(UInt64, Bool)])
     func standardInputMatchesTheArgument(seed: UInt64, throughAgent: Bool) throws {
-        let (fixture, agent) = try store(throughAgent: throughAgent)
+        let (fixture, agent) = try AgentCommandTests.AgentFixture.store(throughAgent: throughAgent)
         defer { agent?.stop() }
         var state = seed &* 0x9E37_79B9_7F4A_7C15
         func random(_ bound: Int) -> Int {

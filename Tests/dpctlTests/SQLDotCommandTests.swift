@@ -82,22 +82,10 @@ import Testing
         return (process.terminationStatus, data)
     }
 
-    /// A store of its own, served by an agent (unlocked) when `throughAgent`.
-    private func store(throughAgent: Bool) throws -> (fixture: StoreFixture, agent: AgentCommandTests.AgentFixture?) {
-        guard throughAgent else {
-            let fixture = try StoreFixture()
-            try fixture.initialize()
-            return (fixture, nil)
-        }
-        let agent = try AgentCommandTests.AgentFixture()
-        #expect(try agent.run(["unlock"], passcode: "1234").status == 0)
-        return (agent.fixture, agent)
-    }
-
     @Test("the same script of dot-commands and queries prints the same bytes as sqlite3 on a plain database: .tables, .schema, .headers, every .mode, NULLs, quotes, commas, newlines, tabs, unicode, blobs, .read, .quit; in one process and through the agent",
           .enabled(if: haveSQLite3, "needs the sqlite3 program (apt-get install sqlite3) to compare with"), arguments: [false, true])
     func sameOutputAsSQLite3(throughAgent: Bool) throws {
-        let (fixture, agent) = try store(throughAgent: throughAgent)
+        let (fixture, agent) = try AgentCommandTests.AgentFixture.store(throughAgent: throughAgent)
         defer { agent?.stop() }
         let setUp = try fixture.localFile("setup.sql", Data(Self.setUp.utf8))
         let plain = fixture.directory.appendingPathComponent("plain.db")
@@ -180,7 +168,7 @@ import Testing
     @Test("at a terminal (a pseudo-terminal through script(1)): .tables, .schema, .mode and .headers at the sql> prompt, an unknown command reported and the session going on, .quit to leave; in one process and through the agent",
           .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script")), arguments: [false, true])
     func atThePrompt(throughAgent: Bool) throws {
-        let (fixture, agent) = try store(throughAgent: throughAgent)
+        let (fixture, agent) = try AgentCommandTests.AgentFixture.store(throughAgent: throughAgent)
         defer { agent?.stop() }
         #expect(try fixture.run(["sql", "a.db", "--create", "CREATE TABLE distinct_table_name(x); INSERT INTO distinct_table_name VALUES (42)"]).status == 0)
         let terminal = try TerminalSession(["sql", "a.db"], environment: fixture.environment(passcode: "1234", extra: ["TERM": "xterm"]))
