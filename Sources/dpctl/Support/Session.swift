@@ -97,12 +97,12 @@ struct Session {
         }
         let explicit = StoreLocation.explicitDevice(options)
         // Only the parents here: the directories themselves are made by the library. All 0700 whatever the umask.
-        try PrivateDirectories.create(directory.deletingLastPathComponent())
+        try ParentDirectories.create(above: FilePath(directory.path))
         let identifier = try ProtectedStore.createDataDirectory(at: directory)
         let device = explicit ?? StoreLocation.defaultDevice(identifier: identifier)
         let location = StoreLocation(data: directory, device: device, combined: false)
         do throws(DataProtectionError) {
-            try PrivateDirectories.create(device.deletingLastPathComponent())
+            try ParentDirectories.create(above: FilePath(device.path))
             let local = if let passcode {
                 try ProtectedStore(creatingAt: directory, deviceDirectory: device, passcode: passcode)
             } else {
