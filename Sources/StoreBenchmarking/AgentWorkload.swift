@@ -56,9 +56,13 @@ package struct AgentWorkload: Sendable {
                         try client.write(contentsOf: input, to: "agent/put")
                     } else {
                         var buffer = [UInt8](repeating: 0, count: 1 << 20)
-                        try scratch.store.write(to: "agent/local", protection: nil, exclusive: false) { () throws -> Data? in
-                            let count = try buffer.withUnsafeMutableBytes { try input.read(into: $0) }
-                            return count == 0 ? nil : Data(buffer[0..<count])
+                        try scratch.store.write(to: "agent/local", protection: nil, exclusive: false) { () throws(DataProtectionError) -> Data? in
+                            do {
+                                let count = try buffer.withUnsafeMutableBytes { try input.read(into: $0) }
+                                return count == 0 ? nil : Data(buffer[0..<count])
+                            } catch {
+                                throw DataProtectionError(.ioFailure, "Reading \(source.path) failed: \(error).")
+                            }
                         }
                     }
                 })

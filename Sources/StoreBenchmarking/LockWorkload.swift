@@ -6,7 +6,7 @@ import SodiumBridge
 package enum LockWorkload {
     /// Locks, then times `unlock(passcode:)`; then times Argon2id alone with the device's own parameters.
     package static func unlock(_ device: Device, passcode: String) throws -> (unlock: Duration, argon2id: Duration) {
-        device.lock()
+        try device.lock()
         let total = try measure { try device.unlock(passcode: passcode) }
         guard case .argon2id(let salt, let operations, let memory) = device.passcodeParameters else {
             return (total, .zero)
@@ -28,7 +28,7 @@ package enum LockWorkload {
             if dirty { try handle.write(contentsOf: payload) }
             handles.append(handle)
         }
-        let elapsed = measure { store.device.lock() }
+        let elapsed = try measure { try store.device.lock() }
         for handle in handles {
             do {
                 try handle.write(contentsOf: payload, atOffset: 0)

@@ -236,8 +236,8 @@ package struct StoreBench: Sendable {
         ]
         let scratch = try BenchScratch(in: options.directory)
         defer { scratch.remove() }
-        let lockGrace0 = measure {
-            scratch.store.device.lock()
+        let lockGrace0 = try measure {
+            try scratch.store.device.lock()
         }
         try scratch.store.device.unlock()
         rows.append(BenchRow(what: "lock, no open handle", store: Self.milli(lockGrace0), baseline: "-", ratio: nil,

@@ -73,7 +73,7 @@ private struct Tour {
 
         section("4. Lock with a 10 s grace period")
         let lockStart = wall.now
-        device.lock()
+        try device.lock()
         let lockTime = wall.now - lockStart
         say("events: \(events.drain())")
         clock.advance(by: .seconds(5))
@@ -151,7 +151,7 @@ private struct Tour {
         say("lock (post the notification, schedule discards): \(format(lockTime))")
 
         section("9. Ten consecutive failures erase the device (erase-after-10 is on)")
-        device.lock()
+        try device.lock()
         for attempt in 0..<30 {
             guard let error = failure(of: { () throws(DataProtectionError) in try device.unlock(passcode: "9\(attempt)") }) else { continue }
             if error.code == .passcodeAttemptsDelayed {

@@ -99,7 +99,7 @@ struct CrashWorker {
                 case 80..<84:
                     // The lock's flush: what the handle cached is written before the class A key goes.
                     say("B lock")
-                    device.lock()
+                    try device.lock()
                     try device.unlock(passcode: current)
                 case 84..<87:
                     say("B reboot")

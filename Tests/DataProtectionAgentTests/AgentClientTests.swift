@@ -40,16 +40,16 @@ struct AgentClientTests {
 
     @Test("a streamed write that fails half-way stores nothing, and the connection goes on")
     func abortedStreamingWrite() throws {
-        struct SourceFailed: Error {}
+        let sourceFailed = DataProtectionError(.ioFailure, "The source failed.")
         try withAgent { agent in
             let client = try agent.client()
             try client.device.unlock(passcode: "1234")
             try client.write(Data("old".utf8), to: "f")
             var calls = 0
-            #expect(throws: SourceFailed.self) {
-                try client.write(to: "f", protection: nil, exclusive: false) { () throws -> Data? in
+            #expect(throws: sourceFailed) {  // the source's own error, as it is
+                try client.write(to: "f", protection: nil, exclusive: false) { () throws(DataProtectionError) -> Data? in
                     calls += 1
-                    if calls == 3 { throw SourceFailed() }
+                    if calls == 3 { throw sourceFailed }
                     return Data(repeating: 7, count: 300_000)
                 }
             }
@@ -70,7 +70,7 @@ struct AgentClientTests {
             try client.device.unlock(passcode: "1234")
             let handle = try client.openFile(atPath: "secret", mode: .update, create: true, protection: .complete)
             try handle.write(contentsOf: Data("one".utf8))
-            agent.device.lock()  // the agent's own device, not through this client
+            try agent.device.lock()  // the agent's own device, not through this client
             expectCode(.protectedDataUnavailable) { try handle.write(contentsOf: Data("two".utf8)) }
             expectCode(.protectedDataUnavailable) { _ = try client.contents(atPath: "secret") }
             #expect(try client.device.state == .locked)
@@ -191,7 +191,7 @@ struct AgentClientTests {
         var total = 0
         var pieces = client.chunks(atPath: "log", chunkSize: 10_000).makeAsyncIterator()
         total += try await pieces.next()?.count ?? 0
-        fixture.device.lock()
+        try fixture.device.lock()
         await #expect(throws: DataProtectionError.self) { _ = try await pieces.next() }
         #expect(total == 10_000)
     }
@@ -218,7 +218,7 @@ struct AgentClientTests {
             } catch let error as DataProtectionError {
                 #expect(error.code == .sqliteError && error.sqliteCode == 1)
             }
-            agent.device.lock()
+            try agent.device.lock()
             expectCode(.protectedDataUnavailable) { _ = try client.executeSQL("select 1 from t", inDatabaseAtPath: "db/app.sqlite") }
             expectCode(.fileNotFound) { _ = try client.executeSQL("select 1", inDatabaseAtPath: "nope") }
         }
@@ -273,20 +273,20 @@ struct AgentClientTests {
             #expect(before == [.integer(7)])
             #expect(try client.executeSQL("SELECT count(*) FROM t WHERE id = 0", inDatabaseAtPath: "big.db").first?.values == [.integer(0)])
             // A source that fails: its error, and the statements it had not ended do not run.
-            struct SourceFailed: Error {}
+            let sourceFailed = DataProtectionError(.ioFailure, "The statements could not be read.")
             let calls = Locked(0)
             do throws(DataProtectionError) {
-                try client.executeSQL(inDatabaseAtPath: "big.db", reading: {
+                try client.executeSQL(inDatabaseAtPath: "big.db", reading: { () throws(DataProtectionError) -> Data? in
                     let call = calls.withLock { count in
                         count += 1
                         return count
                     }
-                    guard call == 1 else { throw SourceFailed() }
+                    guard call == 1 else { throw sourceFailed }
                     return Data("INSERT INTO t VALUES (-1, 'x');\nDELETE FROM t".utf8)
                 }, forEachRow: { _ in })
                 Issue.record("no error")
             } catch {
-                #expect(error.code == .ioFailure, "\(error)")
+                #expect(error == sourceFailed, "\(error)")  // the source's own error, as it is
             }
             #expect(try client.executeSQL("SELECT count(*) FROM t", inDatabaseAtPath: "big.db").first?.values == [.integer(20_001)])
         }

@@ -19,7 +19,7 @@ import Testing
             try socket.send(AgentProtocolTests.frame(AgentRequest.readFile(path: "a.bin").encoded()))
             // The agent fills the socket's buffer and waits for this client, which reads nothing yet.
             Thread.sleep(forTimeInterval: 0.5)
-            agent.device.lock()  // grace 0: the complete key goes now
+            try agent.device.lock()  // grace 0: the complete key goes now
             Thread.sleep(forTimeInterval: 0.5)
             var received = 0
             var buffer = [UInt8](repeating: 0, count: 1 << 16)

@@ -38,7 +38,7 @@ import Testing
                 try Player(id: nil, name: "Barbara", score: 20).insert(db)
             }
             #expect(try fixture.store.attributesOfItem(atPath: "Library/game.sqlite").protectionClass == .complete)
-            fixture.device.lock()
+            try fixture.device.lock()
             do {
                 try queue.write { db in try Player(id: nil, name: "Craig", score: 30).insert(db) }
                 Issue.record("a write after the lock succeeded")
@@ -65,7 +65,7 @@ import Testing
             func cached() -> Int { queue.inDatabase { db in SQLiteConnection.cachedBytes(ofConnection: db.sqliteConnection!) } }
             let before = cached()
             #expect(before > 20_000, "pages cached: \(before) bytes")
-            fixture.device.lock()
+            try fixture.device.lock()
             let deadline = Date().addingTimeInterval(10)
             while cached() >= before / 4, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
             #expect(cached() < before / 4, "after the lock: \(cached()) of \(before) bytes still cached")
@@ -89,7 +89,7 @@ import Testing
         try await pool.write { db in try Player(id: nil, name: "Arthur", score: 1).insert(db) }
         #expect(try await counts.next() == 1)
 
-        fixture.device.lock()
+        try fixture.device.lock()
         do {
             try await pool.write { db in try Player(id: nil, name: "Barbara", score: 2).insert(db) }
             Issue.record("a write after the lock succeeded")

@@ -65,7 +65,7 @@ import Testing
         try withDatabaseStore { fixture in
             let db = try ProtectedDatabase(atPath: "app.db", in: fixture.store, create: true, protection: .complete, journalMode: .rollback)
             try db.execute("CREATE TABLE t(n INTEGER); INSERT INTO t VALUES (1)")
-            fixture.device.lock()
+            try fixture.device.lock()
             expectCode(.protectedDataUnavailable) { try db.execute("INSERT INTO t VALUES (2)") }
             try fixture.unlock()
             try db.execute("INSERT INTO t VALUES (3)")

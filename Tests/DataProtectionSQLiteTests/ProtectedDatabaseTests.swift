@@ -115,7 +115,7 @@ import Testing
             try db.execute("INSERT INTO t VALUES (1)")
             try db.execute("BEGIN")
             try db.execute("INSERT INTO t VALUES (2)")
-            fixture.device.lock()
+            try fixture.device.lock()
             expectCode(.protectedDataUnavailable) {
                 try db.execute("INSERT INTO t VALUES (3)")
                 try db.execute("COMMIT")
@@ -135,7 +135,7 @@ import Testing
         try withDatabaseStore { fixture in
             let db = try ProtectedDatabase(atPath: "b.db", in: fixture.store, create: true, protection: .completeUnlessOpen)
             try db.execute("CREATE TABLE t(x INTEGER)")
-            fixture.device.lock()
+            try fixture.device.lock()
             try db.execute("INSERT INTO t VALUES (1)")
             #expect(try db.query("SELECT count(*) FROM t").first?.values == [.integer(1)])
             db.close()

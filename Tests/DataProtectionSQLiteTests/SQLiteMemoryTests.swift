@@ -32,7 +32,7 @@ extension SQLiteMemoryTests {
             #expect(try db.query("SELECT count(*) FROM t WHERE x LIKE 'needle-%'").first?.values == [.integer(2000)])
             let cached = db.cachedBytes
             #expect(cached > 20_000, "pages cached: \(cached) bytes")
-            fixture.device.lock()
+            try fixture.device.lock()
             let deadline = Date().addingTimeInterval(10)
             while db.cachedBytes >= cached / 4, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
             #expect(db.cachedBytes < cached / 4, "after the lock: \(db.cachedBytes) of \(cached) bytes still cached")
@@ -89,7 +89,7 @@ struct SQLiteKeyDiscardMemoryTests {
             #expect(before.findings.contains { $0.label.hasPrefix("committed") }, "committed rows cached: \(before.findings.count) found")
             #expect(before.findings.contains { $0.label.hasPrefix("pending") }, "pending rows cached: \(before.findings.count) found")
 
-            fixture.device.lock()  // grace 0: the complete key goes now
+            try fixture.device.lock()  // grace 0: the complete key goes now
             #expect(!fixture.device.isProtectedDataAvailable)
             let after = try MemoryScanner.scan(for: needles)
             print("SQLite at the discard: \(needles.count) rows searched, \(before.findings.count) copies before, "

@@ -32,7 +32,7 @@ struct ConsumerTests {
         }
         #expect(try queue.read { try String.fetchOne($0, sql: "SELECT name FROM player") } == "Arthur")
 
-        store.device.lock()
+        try store.device.lock()
         #expect(throws: DataProtectionError.self) { try db.execute("INSERT INTO note(body) VALUES ('x')") }
         do {
             try queue.write { try $0.execute(sql: "INSERT INTO player VALUES ('Ford')") }

@@ -274,7 +274,12 @@ public final class Device: Sendable {
     /// (observers run before any key goes); the class A and B secret keys are
     /// discarded at `now + gracePeriod`, the class CX key at `now + inactivityPeriod`,
     /// unless the device is unlocked first. Does nothing unless unlocked.
-    public func lock() {
+    ///
+    /// Throws like `AgentDevice.lock()` (DataProtectionAgent) does, so that code written against
+    /// ``DeviceControlling`` treats both alike: a device that keeps its keys in hardware or in
+    /// another process can fail to lock (`ioFailure`), and a caller must never assume a lock
+    /// that did not happen. This in-process device has no such failure today.
+    public func lock() throws(DataProtectionError) {
         transition.lock()
         defer { transition.unlock() }
         expireDue()

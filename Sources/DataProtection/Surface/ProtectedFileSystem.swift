@@ -13,7 +13,9 @@ public protocol ProtectedFileSystem: Sendable {
     /// Writes `data` to the file at `path`, atomically (see ``ProtectedStore/write(_:to:protection:options:)-9mrrg``).
     func write(_ data: Data, to path: String, protection: ProtectionChoice, options: Data.WritingOptions) throws(DataProtectionError)
     /// Writes a file from the pieces `next` returns until `nil`, atomically, with constant memory.
-    func write(to path: String, protection: ProtectionChoice, exclusive: Bool, from next: () throws -> Data?) throws
+    /// A source that throws stores nothing, and its error is thrown as it is (wrap a source's
+    /// own errors, e.g. `ioFailure` for a failed read of standard input).
+    func write(to path: String, protection: ProtectionChoice, exclusive: Bool, from next: () throws(DataProtectionError) -> Data?) throws(DataProtectionError)
     /// The whole content of the file at `path`.
     func contents(atPath path: String) throws(DataProtectionError) -> Data
     /// Type, size, class and dates of the item at `path`.
@@ -43,7 +45,9 @@ extension ProtectedFileSystem {
     }
 
     /// Writes a file from pieces, with the class its place gives it, replacing any file there.
-    public func write(to path: String, protection: ProtectionChoice = .inherited, from next: () throws -> Data?) throws {
+    public func write(
+        to path: String, protection: ProtectionChoice = .inherited, from next: () throws(DataProtectionError) -> Data?
+    ) throws(DataProtectionError) {
         try write(to: path, protection: protection, exclusive: false, from: next)
     }
 

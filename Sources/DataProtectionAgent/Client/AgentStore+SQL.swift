@@ -59,7 +59,7 @@ extension AgentStore {
     ///   threw (the statements not yet run do not run).
     public func executeSQL(
         inDatabaseAtPath path: String, create: Bool = false, protection protectionChoice: ProtectionChoice = .inherited,
-        reading next: @escaping @Sendable () throws -> Data?, waitingForEachPiece: Bool = false,
+        reading next: @escaping @Sendable () throws(DataProtectionError) -> Data?, waitingForEachPiece: Bool = false,
         forEachRow: (SQLiteRow) -> Void, afterRows: () -> Void = {}, onError: ((DataProtectionError) -> Void)? = nil
     ) throws(DataProtectionError) {
         let (mine, theirs) = try Self.pair()
@@ -69,7 +69,7 @@ extension AgentStore {
         @Sendable func release() {
             if users.withLock({ count in count -= 1; return count == 0 }) { mine.close() }
         }
-        let sourceFailure = Locked<(any Error)?>(nil)
+        let sourceFailure = Locked<DataProtectionError?>(nil)
         // Acknowledgments of pieces, for a sender that waits for each (and once more at the end).
         let acknowledged = DispatchSemaphore(value: 0)
         let ended = Locked(false)
@@ -126,7 +126,7 @@ extension AgentStore {
         } catch {
             // The source's own failure is the cause; the agent's "ended without their end marker" follows from it.
             if let failure = sourceFailure.withLock({ $0 }) {
-                throw failure as? DataProtectionError ?? DataProtectionError(.ioFailure, "Cannot read the statements: \(failure).")
+                throw failure
             }
             throw error
         }
@@ -135,10 +135,19 @@ extension AgentStore {
     /// Sends what `next` returns in pieces of at most 1 MiB, then the end marker; a source
     /// that fails ends the stream without it (the agent runs nothing more). With `waiting`,
     /// waits for each piece's acknowledgment before the next call of `next` (`false`: the stream ended).
-    private static func send(_ next: () throws -> Data?, on socket: UnixSocket, failure: Locked<(any Error)?>,
+    private static func send(_ next: () throws(DataProtectionError) -> Data?, on socket: UnixSocket, failure: Locked<DataProtectionError?>,
                              waiting: (() -> Bool)?) {
-        do {
-            while let piece = try next() {
+        do throws(SocketError) {
+            while true {
+                let piece: Data?
+                do throws(DataProtectionError) {
+                    piece = try next()
+                } catch {
+                    failure.withLock { $0 = error }
+                    socket.shutdownWriting()
+                    return
+                }
+                guard let piece else { break }
                 let sent = try AgentPieceWriter.send(splitting: piece, on: socket)
                 if let waiting {
                     for _ in 0..<sent {
@@ -147,12 +156,9 @@ extension AgentStore {
                 }
             }
             try AgentPieceWriter.end(on: socket)
-        } catch let error as SocketError {
+        } catch {
             // The agent stopped reading (its answer says why), or the channel broke: it sees the end without the marker.
             if !error.isDisconnection { socket.shutdownWriting() }
-        } catch {
-            failure.withLock { $0 = error }
-            socket.shutdownWriting()
         }
     }
 }

@@ -62,39 +62,46 @@ public final class AgentStore: ProtectedFileSystem {
             return
         }
         var offset = 0
-        do {
-            try write(to: path, protection: ProtectionChoice(protection), exclusive: exclusive) { () -> Data? in
-                guard offset < data.count else { return nil }
-                let end = min(data.count, offset + AgentWireFormat.maximumInlineData)
-                defer { offset = end }
-                return data.subdata(in: offset..<end)
-            }
-        } catch let error as DataProtectionError {
-            throw error
-        } catch {
-            throw DataProtectionError(.ioFailure, "\(error)")
+        try write(to: path, protection: ProtectionChoice(protection), exclusive: exclusive) { () throws(DataProtectionError) -> Data? in
+            guard offset < data.count else { return nil }
+            let end = min(data.count, offset + AgentWireFormat.maximumInlineData)
+            defer { offset = end }
+            return data.subdata(in: offset..<end)
         }
     }
 
-    /// Writes a file from the pieces `next` returns, streamed to the agent over a socket pair; a source that fails stores nothing.
-    public func write(to path: String, protection protectionChoice: ProtectionChoice, exclusive: Bool, from next: () throws -> Data?) throws {
+    /// Writes a file from the pieces `next` returns, streamed to the agent over a socket pair;
+    /// a source that fails stores nothing, and its error is thrown as it is.
+    public func write(
+        to path: String, protection protectionChoice: ProtectionChoice, exclusive: Bool, from next: () throws(DataProtectionError) -> Data?
+    ) throws(DataProtectionError) {
         let protection = protectionChoice.protectionClass
         let (mine, theirs) = try Self.pair()
         defer { mine.close() }
-        var failure: (any Error)?
+        var failure: DataProtectionError?
         let request = AgentRequest.writeFile(path: path, protection: protection, exclusive: exclusive, source: .pieces)
-        do {
+        do throws(DataProtectionError) {
             _ = try connection.call(request, passing: FileDescriptor(rawValue: theirs.descriptor)) { () throws(DataProtectionError) in
                 theirs.close()
                 defer { mine.close() }
-                do {
-                    while let piece = try next() { try AgentPieceWriter.send(splitting: piece, on: mine) }
+                do throws(SocketError) {
+                    while true {
+                        let piece: Data?
+                        do throws(DataProtectionError) {
+                            piece = try next()
+                        } catch {
+                            // Closing without the end marker: the agent stores nothing.
+                            failure = error
+                            return
+                        }
+                        guard let piece else { break }
+                        _ = try AgentPieceWriter.send(splitting: piece, on: mine)
+                    }
                     try AgentPieceWriter.end(on: mine)
-                } catch let error as SocketError where error.isDisconnection {
+                } catch where error.isDisconnection {
                     // The agent stopped reading: its answer says why.
                 } catch {
-                    // Closing without the end marker: the agent stores nothing.
-                    failure = error
+                    failure = DataProtectionError(.ioFailure, "Sending the file to the agent failed: \(error).")
                 }
             }
         } catch {

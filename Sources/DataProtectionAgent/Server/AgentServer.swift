@@ -291,7 +291,11 @@ public final class AgentServer: Sendable {
             if idle >= autoLock {
                 if store.device.state == .unlocked {
                     logger.info("agent: auto-lock after \(autoLock) idle")
-                    store.device.lock()
+                    do {
+                        try store.device.lock()
+                    } catch {
+                        logger.error("agent: the auto-lock failed: \(error.localizedDescription)")
+                    }
                 }
                 // Counting starts again from the next request.
                 Thread.sleep(forTimeInterval: min(0.25, Self.seconds(autoLock)))

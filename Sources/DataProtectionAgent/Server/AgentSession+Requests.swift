@@ -14,7 +14,7 @@ extension AgentSession {
         case .watch:
             throw DataProtectionError(.invalidArgument, "watch takes the whole connection.")
         case .stop, .lock:
-            if case .lock = request { device.lock() }
+            if case .lock = request { try device.lock() }
             return .ok([])
         case .status:
             return .ok(status().encoded())
@@ -212,13 +212,9 @@ extension AgentSession {
 
     /// Stores what `input` holds up to its end at `path` (atomically, like `write`).
     private func write(_ path: String, protection: ProtectionClass?, exclusive: Bool, from input: AgentInput) throws(DataProtectionError) {
-        do {
-            var input = input
-            try store.write(to: path, protection: ProtectionChoice(protection), exclusive: exclusive) { () throws -> Data? in try input.next() }
-        } catch let error as DataProtectionError {
-            throw error
-        } catch {
-            throw DataProtectionError(.ioFailure, "\(error)")
+        var input = input
+        try store.write(to: path, protection: ProtectionChoice(protection), exclusive: exclusive) { () throws(DataProtectionError) -> Data? in
+            try input.next()
         }
     }
 }

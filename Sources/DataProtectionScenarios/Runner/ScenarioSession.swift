@@ -200,7 +200,7 @@ final class ScenarioSession {
         let device = store.device
         switch action {
         case .unlock(let passcode): try device.unlock(passcode: passcode)
-        case .lock: device.lock()
+        case .lock: try device.lock()
         case .reboot:
             defer { closeDatabases() }  // after the device: a reboot flushes, a crash must not
             try device.reboot()

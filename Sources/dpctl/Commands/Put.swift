@@ -70,7 +70,7 @@ struct Put: ParsableCommand {
                 if source != "-" { reader.waitUntilStopped() }
             }
             do {
-                try session.store.write(to: path, protection: ProtectionChoice(protectionClass)) { () throws -> Data? in
+                try session.store.write(to: path, protection: ProtectionChoice(protectionClass)) { () throws(DataProtectionError) -> Data? in
                     let piece: Data?
                     do {
                         piece = try reader.next()

@@ -63,7 +63,7 @@ struct SQL: ParsableCommand {
                     // Each piece goes to the agent once the rows of the one before are printed (a
                     // dot-command's output lands between them); rows come back as they are made.
                     try agent.executeSQL(inDatabaseAtPath: path, create: create, protection: ProtectionChoice(protectionClass),
-                                         reading: { () throws -> Data? in try script.nextPiece().map { Data($0.utf8) } },
+                                         reading: { () throws(DataProtectionError) -> Data? in try script.nextPiece().map { Data($0.utf8) } },
                                          waitingForEachPiece: true, forEachRow: script.receive, afterRows: { output.flush(beforeReading: false) },
                                          onError: prompt.map { _ in { error in
                                              script.statementFailed()

@@ -58,7 +58,7 @@ struct AttemptCounterFileTests {
     @Test("the count and the delay survive a process restart")
     func survivesProcessRestart() throws {
         try withDevice(passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.fail(6)
             let allowed = fixture.device.nextPasscodeAttemptAllowed
             try fixture.reopen()
@@ -75,7 +75,7 @@ struct AttemptCounterFileTests {
             // Another device's fresh, valid counter file: a replay from elsewhere.
             let other = try DeviceFixture(root: root.appendingPathComponent("other"), configuration: .testing(), passcode: nil)
             let fixture = try DeviceFixture(root: root, configuration: .testing(), passcode: "1234")
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.fail(2)
             fixture.clock.advance(by: .seconds(1000))
             try tampering.apply(to: fixture.file("attempts"), freshCounterFrom: other.file("attempts"))

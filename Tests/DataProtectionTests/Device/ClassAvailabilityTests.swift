@@ -34,7 +34,7 @@ struct ClassAvailabilityTests {
           arguments: ProtectionClass.allCases)
     func lockedAfterGrace(_ protectionClass: ProtectionClass) throws {
         try withDevice(.testing(grace: .seconds(10)), passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.clock.advance(by: .seconds(10))
             let locks = protectionClass == .complete || protectionClass == .completeUnlessOpen
             #expect(fixture.device.isAvailable(protectionClass) == !locks)
@@ -46,7 +46,7 @@ struct ClassAvailabilityTests {
     func lockedWithoutGrace(_ protectionClass: ProtectionClass) throws {
         try withDevice(DeviceConfiguration(passcodeCost: .minimal), passcode: "1234") { fixture in
             #expect(fixture.device.configuration.gracePeriod == .zero)
-            fixture.device.lock()
+            try fixture.device.lock()
             let locks = protectionClass == .complete || protectionClass == .completeUnlessOpen
             #expect(fixture.device.isAvailable(protectionClass) == !locks)
         }
@@ -55,7 +55,7 @@ struct ClassAvailabilityTests {
     @Test("inside the grace period every class is available", arguments: ProtectionClass.allCases)
     func insideGrace(_ protectionClass: ProtectionClass) throws {
         try withDevice(.testing(grace: .seconds(10)), passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.clock.advance(by: .seconds(10) - .milliseconds(1))
             #expect(fixture.device.isAvailable(protectionClass))
         }
@@ -64,7 +64,7 @@ struct ClassAvailabilityTests {
     @Test("grace period: available at grace - 1 ms, unavailable at grace")
     func graceBoundary() throws {
         try withDevice(.testing(grace: .seconds(10)), passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.clock.advance(by: .seconds(10) - .milliseconds(1))
             #expect(fixture.device.isProtectedDataAvailable)
             #expect(fixture.device.keyFingerprint(.complete) != nil)
@@ -78,7 +78,7 @@ struct ClassAvailabilityTests {
     @Test("the grace deadline holds without anyone advancing through it: reading the clock is enough")
     func graceWithoutWakeUp() throws {
         try withDevice(.testing(grace: .seconds(10)), passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             // Jump straight past the deadline: the wake-up fires on the way, and
             // isAvailable must agree either way.
             fixture.clock.advance(by: .seconds(11))
@@ -91,7 +91,7 @@ struct ClassAvailabilityTests {
     func unlockInsideGrace() throws {
         try withDevice(.testing(grace: .seconds(10)), passcode: "1234") { fixture in
             let before = fixture.fingerprints()
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.clock.advance(by: .seconds(5))
             try fixture.device.unlock(passcode: "1234")
             fixture.clock.advance(by: .seconds(60))
@@ -104,7 +104,7 @@ struct ClassAvailabilityTests {
     @Test("CX is discarded exactly at lock + inactivity")
     func inactivityBoundary() throws {
         try withDevice(.testing(inactivity: Self.hour), passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.clock.advance(by: Self.hour - .milliseconds(1))
             #expect(fixture.device.isAvailable(.completeWhenUserInactive))
             #expect(fixture.device.keyFingerprint(.completeWhenUserInactive) != nil)
@@ -120,7 +120,7 @@ struct ClassAvailabilityTests {
     @Test("the default inactivity period is 48 h")
     func defaultInactivity() throws {
         try withDevice(DeviceConfiguration(passcodeCost: .minimal), passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.clock.advance(by: .seconds(48 * 3600) - .milliseconds(1))
             #expect(fixture.device.isAvailable(.completeWhenUserInactive))
             fixture.clock.advance(by: .milliseconds(1))
@@ -132,7 +132,7 @@ struct ClassAvailabilityTests {
     func unlockBeforeInactivity() throws {
         try withDevice(.testing(inactivity: Self.hour), passcode: "1234") { fixture in
             let before = fixture.device.keyFingerprint(.completeWhenUserInactive)
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.clock.advance(by: Self.hour - .milliseconds(1))
             try fixture.device.unlock(passcode: "1234")
             fixture.clock.advance(by: Self.hour * 2)
@@ -145,7 +145,7 @@ struct ClassAvailabilityTests {
     func unlockAfterInactivity() throws {
         try withDevice(.testing(inactivity: Self.hour), passcode: "1234") { fixture in
             let before = fixture.fingerprints()
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.clock.advance(by: Self.hour)
             #expect(!fixture.device.isAvailable(.completeWhenUserInactive))
             try fixture.device.unlock(passcode: "1234")
@@ -157,10 +157,10 @@ struct ClassAvailabilityTests {
     @Test("a second lock cycle gets a fresh inactivity period")
     func relockRestartsInactivity() throws {
         try withDevice(.testing(inactivity: Self.hour), passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.clock.advance(by: .seconds(1800))
             try fixture.device.unlock(passcode: "1234")
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.clock.advance(by: Self.hour - .milliseconds(1))
             #expect(fixture.device.isAvailable(.completeWhenUserInactive))
             fixture.clock.advance(by: .milliseconds(1))
@@ -171,7 +171,7 @@ struct ClassAvailabilityTests {
     @Test("class C survives any time locked, until reboot")
     func classCUntilReboot() throws {
         try withDevice(.testing(inactivity: Self.hour), passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.clock.advance(by: .seconds(365 * 24 * 3600))
             #expect(fixture.device.isAvailable(.completeUntilFirstUserAuthentication))
             try fixture.device.reboot()
@@ -189,7 +189,7 @@ struct ClassAvailabilityTests {
             }
             check("unlocked")
             #expect(device.isProtectedDataAvailable)
-            device.lock()
+            try device.lock()
             check("in grace")
             #expect(device.isProtectedDataAvailable)
             fixture.clock.advance(by: .seconds(10))

@@ -45,7 +45,7 @@ struct DeviceCrashInjectionTests {
             try Self.prepare(root: root, passcode: "right", failures: 2, fileSystem: fileSystem)
         }
         let attempt = { (fixture: DeviceFixture) in
-            fixture.device.lock()
+            try fixture.device.lock()
             try fixture.device.unlock(passcode: "right")
         }
         let steps = try Self.countSteps(mode: mode, setUp: setUp, operation: attempt)
@@ -79,7 +79,7 @@ struct DeviceCrashInjectionTests {
                              configuration: configuration, fileSystem: fileSystem)
         }
         let attempt = { (fixture: DeviceFixture) in
-            fixture.device.lock()
+            try fixture.device.lock()
             try fixture.device.unlock(passcode: "wrong")
         }
         let steps = try Self.countSteps(mode: mode, setUp: setUp, operation: attempt)

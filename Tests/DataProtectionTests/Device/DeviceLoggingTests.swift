@@ -42,7 +42,7 @@ struct DeviceLoggingTests {
         let store = try ProtectedStore(creatingAt: root, passcode: "secret-passcode", configuration: configuration)
         #expect(throws: DataProtectionError.self) { try store.device.unlock(passcode: "wrong-guess") }
         try store.device.unlock(passcode: "secret-passcode")
-        store.device.lock()
+        try store.device.lock()
         let messages = recorder.all.map(\.1)
         #expect(messages.contains("passcode attempt failed"))
         #expect(messages.contains("device unlocked"))

@@ -20,7 +20,7 @@ struct DeviceNotificationTests {
     func lockPostsAtOnce() throws {
         try withDevice(.testing(grace: .seconds(10)), passcode: "1234") { fixture in
             let recorder = DeviceEventRecorder(fixture.device)
-            fixture.device.lock()
+            try fixture.device.lock()
             #expect(recorder.notifications == [.protectedDataWillBecomeUnavailable])
             fixture.clock.advance(by: .seconds(10))
             #expect(recorder.notifications == [.protectedDataWillBecomeUnavailable], "the key discard posted again")
@@ -31,7 +31,7 @@ struct DeviceNotificationTests {
     func observersRunBeforeDiscard() throws {
         try withDevice(passcode: "1234") { fixture in
             let recorder = DeviceEventRecorder(fixture.device)
-            fixture.device.lock()
+            try fixture.device.lock()
             #expect(recorder.events == [
                 .notification(.protectedDataWillBecomeUnavailable, protectedDataAvailable: true),
                 .willDiscard([.complete, .completeUnlessOpen], keysPresent: true),
@@ -45,7 +45,7 @@ struct DeviceNotificationTests {
     func lifecycleBeforeEveryDiscard() throws {
         try withDevice(.testing(grace: .seconds(10), inactivity: .seconds(3600)), passcode: "1234") { fixture in
             let recorder = DeviceEventRecorder(fixture.device)
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.clock.advance(by: .seconds(10))
             fixture.clock.advance(by: .seconds(3600))
             #expect(recorder.events == [
@@ -59,7 +59,7 @@ struct DeviceNotificationTests {
     @Test("unlock after lock posts protectedDataDidBecomeAvailable with data available")
     func unlockAfterLock() throws {
         try withDevice(passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             let recorder = DeviceEventRecorder(fixture.device)
             try fixture.device.unlock(passcode: "1234")
             #expect(recorder.events == [.notification(.protectedDataDidBecomeAvailable, protectedDataAvailable: true)])
@@ -70,7 +70,7 @@ struct DeviceNotificationTests {
     func unlockInsideGrace() throws {
         try withDevice(.testing(grace: .seconds(10)), passcode: "1234") { fixture in
             let recorder = DeviceEventRecorder(fixture.device)
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.clock.advance(by: .seconds(1))
             try fixture.device.unlock(passcode: "1234")
             fixture.clock.advance(by: .seconds(100))
@@ -105,9 +105,9 @@ struct DeviceNotificationTests {
         try withDevice(passcode: "1234") { fixture in
             let seen = Locked<[DeviceNotification]>([])
             let observation = fixture.device.addObserver { note in seen.withLock { $0.append(note) } }
-            fixture.device.lock()
+            try fixture.device.lock()
             try fixture.device.unlock(passcode: "1234")
-            fixture.device.lock()
+            try fixture.device.lock()
             observation.cancel()
             try fixture.device.unlock(passcode: "1234")
             #expect(seen.withLock { $0 } == [
@@ -122,7 +122,7 @@ struct DeviceNotificationTests {
             let seen = Locked<[DeviceNotification]>([])
             _ = fixture.device.addObserver { note in seen.withLock { $0.append(note) } }
             fixture.device.addObserver { _ in seen.withLock { $0.append(.protectedDataDidBecomeAvailable) } }.cancel()
-            fixture.device.lock()
+            try fixture.device.lock()
             try fixture.device.unlock(passcode: "1234")
             #expect(seen.withLock { $0 } == [.protectedDataWillBecomeUnavailable, .protectedDataDidBecomeAvailable])
         }
@@ -135,7 +135,7 @@ struct DeviceNotificationTests {
             let observations = (0..<3).map { index in
                 fixture.device.addObserver { _ in seen.withLock { $0.append(index) } }
             }
-            fixture.device.lock()
+            try fixture.device.lock()
             #expect(seen.withLock { $0 } == [0, 1, 2])
             withExtendedLifetime(observations) {}
         }
@@ -149,16 +149,16 @@ struct DeviceNotificationTests {
             let device = fixture.device
             let stream = device.notifications()
             let recorder = DeviceEventRecorder(device)
-            device.lock()                               // will
+            try device.lock()                           // will
             try await device.unlock(passcode: "1234")         // did
             try await device.unlock(passcode: "1234")         // nothing: already unlocked
             try device.reboot()                         // nothing
-            device.lock()                               // nothing: booted
+            try device.lock()                           // nothing: booted
             try await device.unlock(passcode: "1234")         // did
             try device.crash()                          // nothing
             try await device.unlock(passcode: "1234")         // did
-            device.lock()                               // will
-            device.lock()                               // nothing: locked
+            try device.lock()                           // will
+            try device.lock()                           // nothing: locked
             try device.erase()                          // nothing
             try await device.unlock()                         // did
             let expected: [DeviceNotification] = [
@@ -182,7 +182,7 @@ struct DeviceNotificationTests {
             let fixture = try DeviceFixture(root: root, configuration: .testing(), passcode: "1234")
             let first = fixture.device.notifications()
             let second = fixture.device.notifications()
-            fixture.device.lock()
+            try fixture.device.lock()
             try await fixture.device.unlock(passcode: "1234")
             for stream in [first, second] {
                 var iterator = stream.makeAsyncIterator()

@@ -28,7 +28,7 @@ struct DeviceStateTests {
     @Test("lock moves unlocked to locked")
     func lockFromUnlocked() throws {
         try withDevice(passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             #expect(fixture.device.state == .locked)
         }
     }
@@ -36,7 +36,7 @@ struct DeviceStateTests {
     @Test("unlock moves locked to unlocked")
     func unlockFromLocked() throws {
         try withDevice(passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             try fixture.device.unlock(passcode: "1234")
             #expect(fixture.device.state == .unlocked)
         }
@@ -47,7 +47,7 @@ struct DeviceStateTests {
         try withDevice(passcode: "1234") { fixture in
             try fixture.device.reboot()
             let recorder = DeviceEventRecorder(fixture.device)
-            fixture.device.lock()
+            try fixture.device.lock()
             #expect(fixture.device.state == .booted)
             #expect(recorder.events.isEmpty)
             #expect(fixture.device.isAvailable(.none))
@@ -58,10 +58,10 @@ struct DeviceStateTests {
     @Test("lock when locked changes nothing, posts nothing and does not move the grace deadline")
     func lockWhenLocked() throws {
         try withDevice(.testing(grace: .seconds(10)), passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.clock.advance(by: .seconds(5))
             let recorder = DeviceEventRecorder(fixture.device)
-            fixture.device.lock()
+            try fixture.device.lock()
             #expect(fixture.device.state == .locked)
             #expect(recorder.events.isEmpty)
             fixture.clock.advance(by: .seconds(5))
@@ -87,7 +87,7 @@ struct DeviceStateTests {
             switch state {
             case .booted: try fixture.device.reboot()
             case .unlocked: break
-            case .locked: fixture.device.lock()
+            case .locked: try fixture.device.lock()
             }
             let recorder = DeviceEventRecorder(fixture.device)
             expectError(.incorrectPasscode) { try fixture.device.unlock(passcode: "0000") }
@@ -101,7 +101,7 @@ struct DeviceStateTests {
         try withDevice { fixture in
             try fixture.device.unlock()
             #expect(fixture.device.state == .unlocked)
-            fixture.device.lock()
+            try fixture.device.lock()
             try fixture.device.unlock(passcode: "")
             #expect(fixture.device.state == .unlocked)
         }

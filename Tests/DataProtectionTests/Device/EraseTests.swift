@@ -27,7 +27,7 @@ struct EraseTests {
     func eraseFromState(_ state: DeviceState) throws {
         try withDevice(passcode: "1234") { fixture in
             let old = fixture.fingerprints()
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.fail(3)
             switch state {
             case .booted: try fixture.device.reboot()
@@ -42,7 +42,7 @@ struct EraseTests {
     @Test("erase resets the failure count and any delay")
     func eraseResetsDelay() throws {
         try withDevice(passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.fail(9)
             #expect(fixture.device.nextPasscodeAttemptAllowed != nil)
             try fixture.device.erase()
@@ -94,7 +94,7 @@ struct EraseTests {
     func eraseAfterFailures(_ limit: Int) throws {
         try withDevice(.testing(eraseAfter: limit), passcode: "1234") { fixture in
             let old = fixture.fingerprints()
-            fixture.device.lock()
+            try fixture.device.lock()
             let recorder = DeviceEventRecorder(fixture.device)
             fixture.fail(limit - 1)
             #expect(fixture.device.failedPasscodeAttempts == limit - 1)
@@ -110,7 +110,7 @@ struct EraseTests {
     @Test("a repeated wrong passcode does not bring the erase closer")
     func repeatDoesNotCountTowardErase() throws {
         try withDevice(.testing(eraseAfter: 2), passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             for _ in 0..<5 {
                 expectError(.incorrectPasscode) { try fixture.device.unlock(passcode: "0000") }
             }

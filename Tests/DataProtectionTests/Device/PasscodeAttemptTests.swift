@@ -15,7 +15,7 @@ struct PasscodeAttemptTests {
     @Test("the delay after n failures; allowed exactly at last failure + delay", arguments: schedule)
     func delaySchedule(_ failures: Int, _ delay: Duration) throws {
         try withDevice(passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.fail(failures)
             #expect(fixture.device.failedPasscodeAttempts == failures)
             let lastFailure = fixture.clock.now
@@ -40,7 +40,7 @@ struct PasscodeAttemptTests {
     @Test("the delay is measured from the last failure, and retryAfter is what is left")
     func retryAfterShrinks() throws {
         try withDevice(passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.fail(6)
             fixture.clock.advance(by: .seconds(100))
             let error = expectError(.passcodeAttemptsDelayed) { try fixture.device.unlock(passcode: "x") }
@@ -51,7 +51,7 @@ struct PasscodeAttemptTests {
     @Test("inside a delay even the right passcode is refused, and not counted")
     func rightPasscodeDelayed() throws {
         try withDevice(passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.fail(5)
             expectError(.passcodeAttemptsDelayed) { try fixture.device.unlock(passcode: "1234") }
             #expect(fixture.device.state == .locked)
@@ -65,7 +65,7 @@ struct PasscodeAttemptTests {
     @Test("delayed attempts do not extend the delay")
     func delayedAttemptsDoNotExtend() throws {
         try withDevice(passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.fail(5)
             let allowed = fixture.device.nextPasscodeAttemptAllowed
             for second in 1...5 {
@@ -79,7 +79,7 @@ struct PasscodeAttemptTests {
     @Test("the same wrong passcode repeated right after itself is not counted again")
     func repeatNotCounted() throws {
         try withDevice(passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             expectError(.incorrectPasscode) { try fixture.device.unlock(passcode: "1111") }
             expectError(.incorrectPasscode) { try fixture.device.unlock(passcode: "1111") }
             expectError(.incorrectPasscode) { try fixture.device.unlock(passcode: "1111") }
@@ -90,7 +90,7 @@ struct PasscodeAttemptTests {
     @Test("a wrong passcode repeated after another wrong one is counted")
     func nonAdjacentRepeatCounted() throws {
         try withDevice(passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             for passcode in ["1111", "2222", "1111"] {
                 expectError(.incorrectPasscode) { try fixture.device.unlock(passcode: passcode) }
             }
@@ -101,7 +101,7 @@ struct PasscodeAttemptTests {
     @Test("a repeat is recognised across a process restart")
     func repeatAcrossRestart() throws {
         try withDevice(passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             expectError(.incorrectPasscode) { try fixture.device.unlock(passcode: "1111") }
             try fixture.reopen()
             expectError(.incorrectPasscode) { try fixture.device.unlock(passcode: "1111") }
@@ -112,7 +112,7 @@ struct PasscodeAttemptTests {
     @Test("a repeat does not restart the delay")
     func repeatDoesNotRestartDelay() throws {
         try withDevice(passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.fail(4)
             expectError(.incorrectPasscode) { try fixture.device.unlock(passcode: "5555") }
             let allowed = try #require(fixture.device.nextPasscodeAttemptAllowed)
@@ -126,7 +126,7 @@ struct PasscodeAttemptTests {
     @Test("attempts refused for the delay do not break the repeat")
     func delayedAttemptKeepsRepeat() throws {
         try withDevice(passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.fail(4)
             expectError(.incorrectPasscode) { try fixture.device.unlock(passcode: "5555") }
             #expect(fixture.device.failedPasscodeAttempts == 5)
@@ -140,12 +140,12 @@ struct PasscodeAttemptTests {
     @Test("a successful unlock resets the count to 0, and the next wrong passcode counts again")
     func successResets() throws {
         try withDevice(passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             expectError(.incorrectPasscode) { try fixture.device.unlock(passcode: "1111") }
             expectError(.incorrectPasscode) { try fixture.device.unlock(passcode: "2222") }
             try fixture.device.unlock(passcode: "1234")
             #expect(fixture.device.failedPasscodeAttempts == 0)
-            fixture.device.lock()
+            try fixture.device.lock()
             expectError(.incorrectPasscode) { try fixture.device.unlock(passcode: "2222") }
             #expect(fixture.device.failedPasscodeAttempts == 1, "the repeat memory survived a successful unlock")
         }
@@ -154,7 +154,7 @@ struct PasscodeAttemptTests {
     @Test("the reset is durable")
     func resetDurable() throws {
         try withDevice(passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.fail(3)
             try fixture.device.unlock(passcode: "1234")
             try fixture.reopen()
@@ -174,7 +174,7 @@ struct PasscodeAttemptTests {
     @Test("a bare unlock is an attempt with the empty passcode")
     func bareUnlockIsEmptyPasscode() throws {
         try withDevice(passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             expectError(.incorrectPasscode) { try fixture.device.unlock() }
             #expect(fixture.device.failedPasscodeAttempts == 1)
             // The same attempt again, spelt differently: a repeat.
@@ -197,7 +197,7 @@ struct PasscodeAttemptTests {
     @Test("a passcode close to the right one is wrong", arguments: ["abC", "abC45", "abC5", " abC4", "abC4 ", "abc4", "ABC4"])
     func nearMisses(_ passcode: String) throws {
         try withDevice(passcode: "abC4") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             expectError(.incorrectPasscode) { try fixture.device.unlock(passcode: passcode) }
             try fixture.device.unlock(passcode: "abC4")
         }
@@ -207,7 +207,7 @@ struct PasscodeAttemptTests {
           arguments: RestartTests.Restart.allCases)
     func countSurvivesRestarts(_ restart: RestartTests.Restart) throws {
         try withDevice(passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.fail(3)
             try restart.perform(on: fixture)
             #expect(fixture.device.failedPasscodeAttempts == 3)

@@ -30,7 +30,7 @@ struct PasscodeChangeTests {
             try fixture.device.unlock()
             try fixture.device.setPasscode("1234")
             #expect(fixture.device.hasPasscode)
-            fixture.device.lock()
+            try fixture.device.lock()
             expectError(.incorrectPasscode) { try fixture.device.unlock() }
             try fixture.device.unlock(passcode: "1234")
         }
@@ -40,7 +40,7 @@ struct PasscodeChangeTests {
     func changePasscode() throws {
         try withDevice(passcode: "1234") { fixture in
             try fixture.device.changePasscode(from: "1234", to: "5678")
-            fixture.device.lock()
+            try fixture.device.lock()
             expectError(.incorrectPasscode) { try fixture.device.unlock(passcode: "1234") }
             try fixture.device.unlock(passcode: "5678")
         }
@@ -52,7 +52,7 @@ struct PasscodeChangeTests {
             try fixture.device.removePasscode("1234")
             #expect(!fixture.device.hasPasscode)
             #expect(fixture.device.passcodeDerivation == nil)
-            fixture.device.lock()
+            try fixture.device.lock()
             expectError(.incorrectPasscode) { try fixture.device.unlock(passcode: "1234") }
             try fixture.device.unlock()
         }
@@ -122,7 +122,7 @@ struct PasscodeChangeTests {
     func needsUnlocked(_ change: Change, state: DeviceState) throws {
         try withDevice(.testing(grace: .seconds(10)), passcode: change.initialPasscode) { fixture in
             if change == .set { try fixture.device.unlock() }
-            if state == .booted { try fixture.device.reboot() } else { fixture.device.lock() }
+            if state == .booted { try fixture.device.reboot() } else { try fixture.device.lock() }
             // Locked inside the grace period is still locked.
             expectError(.protectedDataUnavailable) { try change.perform(on: fixture.device) }
             #expect(fixture.device.failedPasscodeAttempts == 0, "a refused change counted an attempt")
@@ -134,7 +134,7 @@ struct PasscodeChangeTests {
     func setTwice() throws {
         try withDevice(passcode: "1234") { fixture in
             expectError(.invalidArgument) { try fixture.device.setPasscode("5678") }
-            fixture.device.lock()
+            try fixture.device.lock()
             try fixture.device.unlock(passcode: "1234")
         }
     }

@@ -76,7 +76,7 @@ struct PasscodeCrashTests {
                     try device.unlock(passcode: candidate)
                     unlockedWith.append(candidate ?? "none")
                     #expect(fixture.fingerprints() == original, "step \(step): a class key was lost or replaced")
-                    device.lock()
+                    try device.lock()
                 } catch {
                     #expect(error.code == .incorrectPasscode, "step \(step): \(error)")
                 }
@@ -99,7 +99,7 @@ struct PasscodeCrashTests {
             let fixture = try DeviceFixture(root: root, configuration: .testing(), passcode: "right", fileSystem: fileSystem)
             fixture.fail(2)
             let original = fixture.fingerprints()
-            fixture.device.lock()
+            try fixture.device.lock()
             fileSystem.arm(crashAt: step)
             do { try fixture.device.unlock(passcode: "wrong") } catch {}
             let device = try fixture.reopen()

@@ -19,7 +19,7 @@ struct PasscodeTests {
             try device.unlock()
             let set = Passcode(bytes: [0xFF, 0xFE, 0xFD, 0xFC, 0xFB, 0xFA, 0xF9, 0xF8])
             try device.setPasscode(set)
-            device.lock()
+            try device.lock()
             // What a lossy decoding made of both: eight U+FFFD. Each is another passcode.
             for wrong in [Passcode(bytes: [0x80, 0x81, 0x82, 0x83, 0x84, 0x85, 0x86, 0x87]),
                           Passcode(String(repeating: "\u{FFFD}", count: 8))] {
@@ -29,7 +29,7 @@ struct PasscodeTests {
             #expect(device.state == .unlocked)
             // The String and byte forms of a UTF-8 passcode are the same passcode.
             try device.changePasscode(from: set, to: Passcode(bytes: Array("päss".utf8)))
-            device.lock()
+            try device.lock()
             try device.unlock(passcode: "päss")
         }
     }
@@ -42,7 +42,7 @@ struct PasscodeTests {
             expectStoreError(.invalidArgument) { try device.setPasscode(Passcode(bytes: [])) }
             expectStoreError(.invalidArgument) { try device.setPasscode(Passcode(bytes: [0x31, 0x00, 0x32])) }
             try device.setPasscode(Passcode(bytes: [0x31, 0x32]))
-            device.lock()
+            try device.lock()
             expectStoreError(.incorrectPasscode) { try device.unlock(passcode: Passcode(bytes: [0x31, 0x00, 0x32])) }
         }
     }

@@ -24,7 +24,7 @@ struct RestartTests {
             switch state {
             case .booted: try fixture.device.reboot()
             case .unlocked: break
-            case .locked: fixture.device.lock()   // inside the grace period: every key still present
+            case .locked: try fixture.device.lock()   // inside the grace period: every key still present
             }
             try restart.perform(on: fixture)
             #expect(fixture.device.state == .booted)
@@ -40,7 +40,7 @@ struct RestartTests {
     @Test("class C is gone after a restart, however long it was available", arguments: Restart.allCases)
     func classCGone(_ restart: Restart) throws {
         try withDevice(passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             #expect(fixture.device.isAvailable(.completeUntilFirstUserAuthentication))
             try restart.perform(on: fixture)
             #expect(!fixture.device.isAvailable(.completeUntilFirstUserAuthentication))
@@ -74,7 +74,7 @@ struct RestartTests {
           arguments: [Restart.reboot, .crash])
     func restartCancelsDeadlines(_ restart: Restart) throws {
         try withDevice(.testing(grace: .seconds(10), inactivity: .seconds(20)), passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             try restart.perform(on: fixture)
             try fixture.device.unlock(passcode: "1234")
             fixture.clock.advance(by: .seconds(30))
@@ -86,7 +86,7 @@ struct RestartTests {
     @Test("the clock keeps running across a reboot: a passcode delay is not shortened", arguments: Restart.allCases)
     func delaySurvivesRestart(_ restart: Restart) throws {
         try withDevice(passcode: "1234") { fixture in
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.fail(5)
             let allowed = try #require(fixture.device.nextPasscodeAttemptAllowed)
             fixture.clock.advance(by: .seconds(30))

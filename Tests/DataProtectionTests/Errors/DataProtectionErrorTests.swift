@@ -35,7 +35,7 @@ import DataProtection
         }
         try store.device.unlock()
         try store.write(Data("x".utf8), to: "a", protection: .complete)
-        store.device.lock()
+        try store.device.lock()
         do {
             _ = try store.contents(atPath: "a")
             Issue.record("read a complete file while locked")

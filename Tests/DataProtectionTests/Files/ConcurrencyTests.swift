@@ -60,7 +60,7 @@ struct ConcurrencyTests {
                     for _ in 0..<10_000 where acknowledged.count == before && !acknowledged.writersDone {
                         await Task.yield()
                     }
-                    store.device.lock()
+                    try store.device.lock()
                     try await store.device.unlock()
                 }
                 acknowledged.togglerDone = true

@@ -22,7 +22,7 @@ import Testing
         #expect(try store.contentsOfDirectory(atPath: "Documents") == ["big.bin"])
         let handle = try store.openFile(atPath: "Documents/log.txt", create: true, protection: .complete)
         try handle.write(contentsOf: Data("hello".utf8))
-        store.device.lock()
+        try store.device.lock()
         #expect(throws: DataProtectionError.self) { try handle.write(contentsOf: Data("x".utf8)) }
         #expect(throws: DataProtectionError.self) { try store.contents(atPath: "Documents/big.bin") }
         #expect(try store.attributesOfItem(atPath: "Documents/big.bin").size == 100_000)
@@ -31,7 +31,7 @@ import Testing
         try handle.close()
         #expect(try store.contents(atPath: "Documents/log.txt") == Data("hello world".utf8))
         // Class B: created and written while locked.
-        store.device.lock()
+        try store.device.lock()
         let b = try store.openFile(atPath: "Documents/b.txt", create: true, protection: .completeUnlessOpen)
         try b.write(contentsOf: Data("locked write".utf8))
         #expect(try store.contents(atPath: "Documents/b.txt") == Data("locked write".utf8))

@@ -44,6 +44,50 @@ import Testing
         #expect(try store.attributesOfItem(atPath: "tmp/streamed.bin").protectionClass == .complete)
     }
 
+    @Test("a failing sequence stores nothing: its DataProtectionError as it is, another error as ioFailure naming it")
+    func failingSequenceWrite() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try makeStore()
+        try await store.write(Data("old".utf8), to: "f")
+        struct Unplugged: Error, CustomStringConvertible { var description: String { "the cable was unplugged" } }
+        let ownError = DataProtectionError(.integrityFailure, "The source was tampered with.")
+        for failure in [ownError as any Error, Unplugged()] {
+            let stream = AsyncThrowingStream<Data, any Error> { continuation in
+                continuation.yield(Data(repeating: 1, count: 100_000))
+                continuation.finish(throwing: failure)
+            }
+            do throws(DataProtectionError) {
+                try await store.write(contentsOf: stream, to: "f")
+                Issue.record("no error")
+            } catch {
+                if failure is Unplugged {
+                    #expect(error.code == .ioFailure && error.message.contains("the cable was unplugged"), "\(error)")
+                } else {
+                    #expect(error == ownError)
+                }
+            }
+            #expect(try await store.contents(atPath: "f") == Data("old".utf8))
+        }
+    }
+
+    @Test("the chunks and lines of a file fail with a typed DataProtectionError")
+    func typedStreamingErrors() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try makeStore()
+        do {
+            for try await _ in store.chunks(atPath: "missing") {}
+            Issue.record("no error")
+        } catch {
+            #expect(error.code == .fileNotFound)  // `error` is a DataProtectionError: no cast
+        }
+        do {
+            for try await _ in store.lines(atPath: "missing") {}
+            Issue.record("no error")
+        } catch {
+            #expect(error.code == .fileNotFound)
+        }
+    }
+
     @Test("streaming stops with protectedDataUnavailable once a complete file's key is gone")
     func streamingStopsAtLock() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -51,7 +95,7 @@ import Testing
         try await store.write(Data(count: 200_000), to: "a.bin", protection: .complete)
         var iterator = store.chunks(atPath: "a.bin", chunkSize: 50_000).makeAsyncIterator()
         #expect(try await iterator.next()?.count == 50_000)
-        store.device.lock()
+        try store.device.lock()
         await #expect(throws: DataProtectionError.self) { _ = try await iterator.next() }
     }
 

@@ -147,7 +147,7 @@ struct ExhaustiveTamperTests {
         try withScratchDirectory { root in
             let other = try DeviceFixture(root: root.appendingPathComponent("other"), configuration: .testing(), passcode: "1234")
             let fixture = try DeviceFixture(root: root.appendingPathComponent("mine"), configuration: .testing(), passcode: "1234")
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.fail(2)
             for name in names {
                 try FileManager.default.removeItem(at: fixture.file(name))
@@ -164,7 +164,7 @@ struct ExhaustiveTamperTests {
     func everyBitOfDeviceFiles(_ name: String) throws {
         try withScratchDirectory { root in
             let fixture = try DeviceFixture(root: root, configuration: .testing(), passcode: "1234")
-            fixture.device.lock()
+            try fixture.device.lock()
             fixture.fail(2)
             fixture.device.relinquishOwnership()
             let url = fixture.file(name)

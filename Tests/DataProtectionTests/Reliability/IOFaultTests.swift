@@ -284,7 +284,7 @@ extension IOFaultTests {
         let root = Self.scratch()
         defer { try? FileManager.default.removeItem(at: root) }
         let (store, _) = try Self.prepare(root, counter)
-        store.device.lock()
+        try store.device.lock()
         counter.resetCounts()
         _ = outcome { try store.device.unlock(passcode: right ? Self.passcode : "wrong") }
         let counts = counter.counts
@@ -298,7 +298,7 @@ extension IOFaultTests {
                     defer { try? FileManager.default.removeItem(at: root) }
                     let (store, handle) = try Self.prepare(root, fileSystem)
                     try handle.close()
-                    store.device.lock()
+                    try store.device.lock()
                     fileSystem.arm(fault)
                     let result = outcome { try store.device.unlock(passcode: right ? Self.passcode : "wrong") }
                     fileSystem.disarm()

@@ -141,7 +141,7 @@ struct KeyHygieneTests {
             #expect(before.findings.contains { $0.label == "class key complete" })
             #expect(before.findings.contains { $0.label == "file chunk key" })
 
-            store.device.lock()
+            try store.device.lock()
             clock.advance(by: .seconds(11))
             #expect(!store.device.isProtectedDataAvailable)
             let after = try Self.scan(secrets)
@@ -210,7 +210,7 @@ struct KeyHygieneTests {
                 }
                 return windows
             }
-            store.device.lock()
+            try store.device.lock()
             clock.advance(by: .seconds(11))
             let after = try Self.scan(secrets)
             #expect(after.bytesScanned > 1 << 20)
@@ -237,7 +237,7 @@ struct KeyHygieneTests {
                 #expect(passcode.byteCount == 40)
                 try store.device.unlock()
                 try store.device.setPasscode(passcode)
-                store.device.lock()
+                try store.device.lock()
                 try store.device.unlock(passcode: passcode)
                 try store.device.changePasscode(from: passcode, to: passcode)
                 // Positive control: the live passcode is found (in its secure memory).

@@ -164,7 +164,7 @@ struct LockStressTests {
                 var mark = ContinuousClock.now
                 func lap() -> Duration { defer { mark = ContinuousClock.now }; return ContinuousClock.now - mark }
                 shared.phase.store(4 * cycle + 4, ordering: .sequentiallyConsistent)
-                store.device.lock()
+                try store.device.lock()
                 clock.advance(by: .seconds(11))
                 spent.locking += lap()
                 shared.phase.store(4 * cycle + 5, ordering: .sequentiallyConsistent)

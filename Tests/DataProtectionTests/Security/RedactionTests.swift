@@ -32,7 +32,7 @@ struct RedactionTests {
                 let handle = try store.openFile(atPath: "Documents/open", create: true, protection: .complete)
                 try handle.write(contentsOf: Data("y".utf8))
                 collect { try store.device.unlock(passcode: "0000") }
-                store.device.lock()
+                try store.device.lock()
                 collect { try handle.write(contentsOf: Data("z".utf8)) }
                 collect { _ = try store.contents(atPath: "Documents/complete") }
                 collect { try store.write(Data(), to: "Documents/new", protection: .complete) }

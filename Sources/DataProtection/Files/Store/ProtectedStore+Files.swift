@@ -26,22 +26,14 @@ extension ProtectedStore {
 
     /// Writes a file from chunks produced by `next` (called until it returns `nil`),
     /// with constant memory; same rules as ``write(_:to:protection:options:)-9mrrg``.
+    /// A source that throws stores nothing: its error is thrown as it is.
     public func write(
         to path: String, protection: ProtectionChoice = .inherited, exclusive: Bool = false,
-        from next: () throws -> Data?
-    ) throws {
-        var failure: (any Error)?
+        from next: () throws(DataProtectionError) -> Data?
+    ) throws(DataProtectionError) {
         try writeFile(at: path, protection: protection.protectionClass, exclusive: exclusive) { writer throws(DataProtectionError) in
-            do {
-                while let data = try next() { try writer.append(data) }
-            } catch let error as DataProtectionError {
-                throw error
-            } catch {
-                failure = error
-                throw DataProtectionError(.invalidArgument, "The data source failed: \(error).")
-            }
+            while let data = try next() { try writer.append(data) }
         }
-        if let failure { throw failure }
     }
 
     /// Creates or atomically replaces the file at `path` with what `fill` writes.

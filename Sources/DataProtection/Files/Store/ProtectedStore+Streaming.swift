@@ -24,12 +24,24 @@ extension ProtectedFileSystem {
 extension ProtectedStore {
     /// Writes the file at `path` from an asynchronous sequence of pieces, with
     /// constant memory; atomic, with the rules of ``write(_:to:protection:options:)-9mrrg``.
+    ///
+    /// A sequence that fails stores nothing. Its error is thrown as it is when it is a
+    /// ``DataProtectionError``; any other error becomes `ioFailure`, naming it.
     public func write<S: AsyncSequence>(
         contentsOf sequence: S, to path: String, protection protectionChoice: ProtectionChoice = .inherited, exclusive: Bool = false
-    ) async throws where S.Element == Data {
+    ) async throws(DataProtectionError) where S.Element == Data {
         let protection = protectionChoice.protectionClass
         let writer = try prepareWriter(at: path, protection: protection, exclusive: exclusive)
-        for try await piece in sequence {
+        var pieces = sequence.makeAsyncIterator()
+        while true {
+            let piece: Data?
+            do {
+                piece = try await pieces.next()
+            } catch {
+                if let error = error as? DataProtectionError { throw error }
+                throw DataProtectionError(.ioFailure, "The sequence of pieces for \(path) failed: \(error).")
+            }
+            guard let piece else { break }
             try writer.append(piece)
         }
         try commit(writer, exclusive: exclusive)
@@ -39,6 +51,7 @@ extension ProtectedStore {
 /// The pieces of a protected file, as an `AsyncSequence` (see ``ProtectedFileSystem/chunks(atPath:chunkSize:)``).
 public struct ProtectedChunks: AsyncSequence, Sendable {
     public typealias Element = Data
+    public typealias Failure = DataProtectionError
     let store: any ProtectedFileSystem
     let path: String
     let chunkSize: Int
@@ -55,7 +68,7 @@ public struct ProtectedChunks: AsyncSequence, Sendable {
         var handle: (any ProtectedFileHandling)?
         var finished = false
 
-        public mutating func next() async throws -> Data? {
+        public mutating func next() async throws(DataProtectionError) -> Data? {
             guard !finished else { return nil }
             do {
                 if handle == nil { handle = try store.fileHandle(forReadingAtPath: path) }
@@ -80,6 +93,7 @@ public struct ProtectedChunks: AsyncSequence, Sendable {
 /// The lines of a protected file, as an `AsyncSequence` (see ``ProtectedFileSystem/lines(atPath:)``).
 public struct ProtectedLines: AsyncSequence, Sendable {
     public typealias Element = String
+    public typealias Failure = DataProtectionError
     let chunks: ProtectedChunks
 
     public func makeAsyncIterator() -> Iterator {
@@ -96,7 +110,7 @@ public struct ProtectedLines: AsyncSequence, Sendable {
         let buffer = LineBuffer()
         var ended = false
 
-        public mutating func next() async throws -> String? {
+        public mutating func next() async throws(DataProtectionError) -> String? {
             while true {
                 let pending = buffer.bytes[buffer.start...]
                 if let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {

@@ -15,9 +15,9 @@ import Testing
         switch state {
         case .booted: try fixture.device.reboot()
         case .unlocked: break
-        case .lockedInGrace: fixture.lock(after: grace / 2)
-        case .locked: fixture.lock(after: grace)  // the keys go at the very instant lock + grace
-        case .lockedInactive: fixture.lock(after: inactivity)
+        case .lockedInGrace: try fixture.lock(after: grace / 2)
+        case .locked: try fixture.lock(after: grace)  // the keys go at the very instant lock + grace
+        case .lockedInactive: try fixture.lock(after: inactivity)
         }
         #expect(fixture.device.state == (state == .booted ? .booted : state == .unlocked ? .unlocked : .locked))
     }
@@ -220,7 +220,7 @@ import Testing
             let data = patternBytes(5_000, seed: 4)
             try store.write(data, to: "f", protection: ProtectionChoice(protectionClass))
             let handle = try store.openFile(atPath: "f")
-            fixture.lock()
+            try fixture.lock()
             let opens = protectionClass.opensExisting(in: .locked)
             let works = protectionClass.handleWorks(in: .locked)
             _ = Self.check(works, "contents while a handle is open") { try store.contents(atPath: "f") }
@@ -237,7 +237,7 @@ import Testing
             let store = fixture.store
             try store.write(Data("a".utf8), to: "a", protection: .complete)
             let handle = try store.openFile(atPath: "a")
-            fixture.lock(after: .seconds(9))
+            try fixture.lock(after: .seconds(9))
             try fixture.unlock()
             fixture.clock.advance(by: .seconds(60))
             #expect(try handle.readToEnd() == Data("a".utf8))
@@ -285,7 +285,7 @@ import Testing
             let data = patternBytes(1_000, seed: 7)
             try store.write(data, to: "b", protection: .completeUnlessOpen)
             let handle = try store.openFile(atPath: "b", mode: .read)
-            fixture.lock()
+            try fixture.lock()
             try store.setProtectionClass(.completeUntilFirstUserAuthentication, ofItemAtPath: "b")
             #expect(try store.attributesOfItem(atPath: "b").protectionClass == .completeUntilFirstUserAuthentication)
             try handle.close()
@@ -332,7 +332,7 @@ import Testing
             // While locked: a class B directory takes new files; a class A one cannot.
             try store.createDirectory(atPath: "B", protection: .completeUnlessOpen)
             try store.setProtectionClass(.complete, ofItemAtPath: "A")
-            fixture.lock()
+            try fixture.lock()
             try store.write(Data("b".utf8), to: "B/new")
             #expect(try store.attributesOfItem(atPath: "B/new").protectionClass == .completeUnlessOpen)
             try store.openFile(atPath: "B/opened", create: true).close()
@@ -475,7 +475,7 @@ import Testing
             try store.write(Data("y".utf8), to: "fromA", protection: .complete)
             try store.setProtectionClass(.complete, ofItemAtPath: "toA")
             try store.setProtectionClass(ProtectionClass.none, ofItemAtPath: "fromA")
-            fixture.lock()
+            try fixture.lock()
             expectStoreError(.protectedDataUnavailable) { _ = try store.contents(atPath: "toA") }
             #expect(try store.contents(atPath: "fromA") == Data("y".utf8))
             try fixture.device.reboot()
@@ -492,7 +492,7 @@ import Testing
             let data = patternBytes(50_000, seed: 8)
             let handle = try store.openFile(atPath: "f", create: true, protection: ProtectionChoice(protectionClass))
             try handle.write(contentsOf: data)  // not synced
-            fixture.lock(after: protectionClass == .complete ? .zero : Self.inactivity)
+            try fixture.lock(after: protectionClass == .complete ? .zero : Self.inactivity)
             expectStoreError(.protectedDataUnavailable) { _ = try handle.read(atOffset: 0, upToCount: 1) }
             expectStoreError(.protectedDataUnavailable) { try handle.write(contentsOf: Data("lost".utf8)) }
             try fixture.unlock()
@@ -512,7 +512,7 @@ import Testing
             try store.write(first, to: "f", protection: ProtectionChoice(protectionClass))
             let handle = try store.openFile(atPath: "f")
             try handle.write(contentsOf: Data("before".utf8), atOffset: 20_000)
-            fixture.lock(after: Self.grace / 2)
+            try fixture.lock(after: Self.grace / 2)
             try handle.write(contentsOf: Data("in the grace".utf8), atOffset: 29_995)  // acknowledged in the grace period
             fixture.clock.advance(by: protectionClass == .complete ? Self.grace : Self.inactivity)
             expectStoreError(.protectedDataUnavailable) { _ = try handle.readToEnd() }
@@ -630,7 +630,7 @@ import Testing
         try withStore { fixture in
             let store = fixture.store
             try store.write(Data("x".utf8), to: "a/b", protection: .complete)
-            fixture.lock()
+            try fixture.lock()
             let label = path.replacingOccurrences(of: "\u{0}", with: "\\0")
             expectStoreError(.invalidPath, label) { _ = try store.contents(atPath: path) }
             expectStoreError(.invalidPath, label) { _ = try store.openFile(atPath: path) }
@@ -658,7 +658,7 @@ import Testing
         try withStore { fixture in
             let store = fixture.store
             try store.write(Data("x".utf8), to: "dir/a", protection: .complete)
-            fixture.lock()
+            try fixture.lock()
             expectStoreError(.fileNotFound) { _ = try store.contents(atPath: "dir/missing") }
             expectStoreError(.fileNotFound) { _ = try store.openFile(atPath: "dir/missing") }
             expectStoreError(.fileNotFound) { _ = try store.contents(atPath: "nodir/a") }
@@ -684,7 +684,7 @@ import Testing
     @Test func failedCreateChangesNothing() throws {
         try withStore { fixture in
             let store = fixture.store
-            fixture.lock()
+            try fixture.lock()
             expectStoreError(.protectedDataUnavailable) { _ = try store.openFile(atPath: "new/dir/f", create: true, protection: .complete) }
             expectStoreError(.protectedDataUnavailable) { try store.write(Data("x".utf8), to: "other/f", protection: .complete) }
             let names = try store.contentsOfDirectory(atPath: "/")
@@ -701,7 +701,7 @@ import Testing
             let appender = try store.openFile(atPath: "a", mode: .append)
             let closed = try store.openFile(atPath: "a", mode: .update)
             try closed.close()
-            fixture.lock()
+            try fixture.lock()
             // Closed beats everything.
             expectStoreError(.handleClosed) { _ = try closed.readToEnd() }
             expectStoreError(.handleClosed) { try closed.write(contentsOf: Data("x".utf8)) }

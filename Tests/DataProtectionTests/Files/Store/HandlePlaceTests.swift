@@ -38,7 +38,7 @@ struct HandlePlaceTests {
         expected = expected.prefix(50_000)
         try handle.write(contentsOf: Data("tail".utf8), atOffset: 10)
         expected.replaceSubrange(10..<14, with: Data("tail".utf8))
-        store.device.lock()  // the discard flush
+        try store.device.lock()  // the discard flush
         try store.device.unlock(passcode: Self.passcode)
         try handle.seek(toOffset: 0)
         #expect(try handle.readToEnd() == expected)

@@ -77,7 +77,7 @@ import Testing
             }
             fileSystem.forgetThreads()
             let writesBefore = fileSystem.writes
-            store.device.lock()  // grace 0: keys are wiped when this returns
+            try store.device.lock()  // grace 0: keys are wiped when this returns
             #expect(fileSystem.writes >= writesBefore + 200, "the lock flushed every file's cached writes")
             #expect(fileSystem.unsyncedCount == 0, "every written file was fsynced before the keys went")
             #expect(fileSystem.syncingThreads > 1, "the flushes ran on parallel threads")

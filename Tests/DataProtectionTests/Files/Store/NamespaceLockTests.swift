@@ -45,7 +45,7 @@ import Testing
             try store.setProtectionClass(.complete, ofItemAtPath: "plain")  // re-encrypted, renamed over
             expectExisting(["plain": false], "after a class change that rewrote the file")
             // A failed change: creating a complete file while locked writes nothing.
-            fixture.lock()
+            try fixture.lock()
             expectStoreError(.protectedDataUnavailable) { try store.write(Data(), to: "locked", protection: .complete) }
             expectExisting(["locked": nil, "a": false], "after a refused write")
             try fixture.unlock()

@@ -88,7 +88,7 @@ struct NewcomerTrapTests {
             try await store.device.setPasscode("1234")
             try await store.write(Data("async".utf8), to: "Documents/a.txt", protection: .complete)
             #expect(try await store.contents(atPath: "Documents/a.txt") == Data("async".utf8))
-            store.device.lock()
+            try store.device.lock()
             await #expect(throws: DataProtectionError.self) { _ = try await store.contents(atPath: "Documents/a.txt") }
             try await store.device.unlock(passcode: "1234")
             try await store.device.changePasscode(from: "1234", to: "5678")

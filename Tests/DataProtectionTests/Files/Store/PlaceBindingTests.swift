@@ -197,7 +197,7 @@ struct PlaceBindingTests {
             forged.replaceSubrange(0..<FileHeader.regionByteCount, with: before.prefix(FileHeader.regionByteCount))
             try handle.close()
             try forged.write(to: disk)
-            fixture.lock()
+            try fixture.lock()
             expectStoreError(.integrityFailure, "the old none header over the new content") {
                 _ = try store.contents(atPath: "/p")
             }

@@ -48,7 +48,7 @@ import SodiumBridge
             model.append(1)
             try check("after growing past a gap")
             // The lock wipes the cache: reads fail, then see the same bytes after unlock.
-            fixture.lock()
+            try fixture.lock()
             #expect(throws: DataProtectionError.self) { _ = try handle.read(atOffset: 0, upToCount: 10) }
             try fixture.unlock()
             try check("after lock and unlock")

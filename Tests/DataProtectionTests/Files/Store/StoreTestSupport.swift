@@ -36,8 +36,8 @@ final class StoreFixture {
     func unlock() throws { try device.unlock(passcode: storeTestPasscode) }
 
     /// Locks and lets `after` pass on the clock.
-    func lock(after: Duration = .zero) {
-        device.lock()
+    func lock(after: Duration = .zero) throws {
+        try device.lock()
         if after > .zero { clock.advance(by: after) }
     }
 }
