@@ -79,7 +79,7 @@ let package = Package(
         // GRDB's DatabaseQueue and DatabasePool on a protected database.
         .target(
             name: "DataProtectionGRDB",
-            dependencies: ["DataProtection", "DataProtectionSQLite", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["DataProtection", "DataProtectionSQLite", "SQLiteBridge", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .target(
             name: "DataProtection",

@@ -100,4 +100,49 @@ static inline int dp_sqlite_install_wiping_allocator(void) {
 static inline void dp_sqlite_set_free_observer(void (*observer)(const void *block, long long size)) {
     dp_sqlite_free_observer = observer;
 }
+/* A statement gate (SQLiteBridge's SQLiteStatementGate): a progress handler called at every
+   step of every statement of one connection. Open (state 0), it costs one atomic load per
+   step; closed, it interrupts every statement but a ROLLBACK (which ends a transaction and
+   must stay possible: a library that rolls back after an error must not be left inside the
+   transaction), so SQLite answers nothing, even from its caches, and commits nothing. */
+typedef struct DPStatementGate {
+    int state;   /* 0 open, else why it is closed; read and written atomically */
+    sqlite3 *connection;
+} DPStatementGate;
+
+static int dp_gate_is_rollback(const char *sql) {
+    static const char word[] = "ROLLBACK";
+    if (!sql) return 0;
+    while (*sql == ' ' || *sql == '\t' || *sql == '\n' || *sql == '\r') sql++;
+    for (int index = 0; word[index]; index++) {
+        char c = sql[index];
+        if (c >= 'a' && c <= 'z') c = (char)(c - 'a' + 'A');
+        if (c != word[index]) return 0;
+    }
+    return 1;
+}
+
+static int dp_gate_progress(void *context) {
+    DPStatementGate *gate = (DPStatementGate *)context;
+    if (__atomic_load_n(&gate->state, __ATOMIC_ACQUIRE) == 0) return 0;
+    /* Closed: the one statement running now (a connection runs one step at a time) may go
+       on only if it is a ROLLBACK. */
+    for (sqlite3_stmt *statement = sqlite3_next_stmt(gate->connection, 0); statement;
+         statement = sqlite3_next_stmt(gate->connection, statement)) {
+        if (sqlite3_stmt_busy(statement) && dp_gate_is_rollback(sqlite3_sql(statement))) return 0;
+    }
+    return 1;
+}
+
+static inline void dp_gate_install(DPStatementGate *gate) {
+    sqlite3_progress_handler(gate->connection, 1, dp_gate_progress, gate);
+}
+
+static inline void dp_gate_set_state(DPStatementGate *gate, int state) {
+    __atomic_store_n(&gate->state, state, __ATOMIC_RELEASE);
+}
+
+static inline int dp_gate_state(DPStatementGate *gate) {
+    return __atomic_load_n(&gate->state, __ATOMIC_ACQUIRE);
+}
 #endif

@@ -44,7 +44,7 @@ import Testing
                 Issue.record("a write after the lock succeeded")
             } catch {
                 #expect(DataProtectionError(grdb: error)?.code == .protectedDataUnavailable, "\(error)")
-                #expect((error as? DatabaseError)?.extendedResultCode == .SQLITE_IOERR_AUTH)
+                #expect((error as? DatabaseError)?.resultCode == .SQLITE_INTERRUPT, "the BEGIN, refused at the key discard")
             }
             #expect(throws: (any Error).self) { _ = try queue.read { db in try Player.fetchCount(db) } }
             try fixture.unlock()
