@@ -17,7 +17,10 @@ public final class ScenarioShell {
     private var lineNumber = 1
 
     /// A shell on a device made by the statement `device` (default: no passcode, grace 0).
-    public init(device: String = "device", in parent: URL = FileManager.default.temporaryDirectory) throws {
+    ///
+    /// - Throws: `invalidArgument` for a `device` statement that does not parse (the message is
+    ///   the syntax error's), else what creating the device threw.
+    public init(device: String = "device", in parent: URL = FileManager.default.temporaryDirectory) throws(DataProtectionError) {
         self.parent = parent
         session = try Self.session(device: device, in: parent)
     }
@@ -74,9 +77,15 @@ public final class ScenarioShell {
         Classes: complete, completeUnlessOpen, completeUntilFirstUserAuthentication, completeWhenUserInactive, none.
         """
 
-    private static func session(device: String, in parent: URL) throws -> ScenarioSession {
-        guard let scenario = try ScenarioParser.parse("scenario \"shell\"\n\(device)\n", file: "shell").first else {
-            throw ScenarioSyntaxError(file: "shell", line: 1, column: 1, expected: "`device`", found: "nothing")
+    private static func session(device: String, in parent: URL) throws(DataProtectionError) -> ScenarioSession {
+        let parsed: Scenario?
+        do throws(ScenarioSyntaxError) {
+            parsed = try ScenarioParser.parse("scenario \"shell\"\n\(device)\n", file: "shell").first
+        } catch {
+            throw DataProtectionError(.invalidArgument, "\(error)")
+        }
+        guard let scenario = parsed else {
+            throw DataProtectionError(.invalidArgument, "\(ScenarioSyntaxError(file: "shell", line: 1, column: 1, expected: "`device`", found: "nothing"))")
         }
         let session = ScenarioSession(scenario: scenario, in: parent)
         try session.start()

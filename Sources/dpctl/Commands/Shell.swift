@@ -44,7 +44,7 @@ struct Shell: ParsableCommand {
         } catch {
             var standardError = FileHandle.standardError
             print("dpctl: error: \(error)", to: &standardError)
-            throw ExitCode(ExitStatus.code(for: .invalidArgument))
+            throw ExitCode(ExitStatus.code(for: error.code))
         }
         let interactive = isatty(STDIN_FILENO) == 1
         // On a terminal, lines are edited (arrows, history, the emacs keys of readline).
