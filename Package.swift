@@ -78,7 +78,7 @@ let package = Package(
         .target(
             name: "DataProtectionAgent",
             dependencies: [
-                "DataProtection", "DataProtectionSQLite", "SQLiteBridge", "SocketBridge", "SodiumBridge",
+                "DataProtection", "DataProtectionSQLite", "SQLiteBridge", "SocketBridge", "SodiumBridge", "DBusBridge",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
             ]
