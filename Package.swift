@@ -119,6 +119,7 @@ let package = Package(
                 "DataProtection",
                 "DataProtectionAgent",
                 "DataProtectionSQLite",
+                "DBusBridge",
                 "SQLiteBridge",
                 "SodiumBridge",
                 .product(name: "SystemPackage", package: "swift-system"),
