@@ -87,6 +87,31 @@ struct AgentSessionCommandTests {
         #expect(try setup.run(["agent", "stop"]).status == 0)
     }
 
+    @Test("without XDG_SESSION_ID the agent asks logind for its own session (GetSessionByPID) and follows it",
+          .enabled(if: SessionBusFixture.available))
+    func sessionByProcess() throws {
+        let buses = try SessionBusFixture(session: false)
+        // The template has no GetSessionByPID: the mock answers session c1 for any process.
+        try buses.call(buses.systemAddress, "org.freedesktop.login1", "/org/freedesktop/login1", "org.freedesktop.DBus.Mock.AddMethod",
+                       ["org.freedesktop.login1.Manager", "GetSessionByPID", "u", "o", "ret = '\(SessionBusFixture.sessionPath)'"])
+        let setup = try Setup()
+        var environment = setup.environment.merging(["DBUS_SYSTEM_BUS_ADDRESS": buses.systemAddress,
+                                                     "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent/session"]) { $1 }
+        environment.removeValue(forKey: "XDG_SESSION_ID")
+        let started = try TimedRun(["agent", "start", "--auto-lock", "never", "--grace", "0s", "--lock-with-session"],
+                                   environment: environment, within: 30)
+        let pid = Int32(started.standardOutput.split(separator: " ").dropFirst(3).first?.trimmingCharacters(in: .punctuationCharacters) ?? "") ?? 0
+        defer { if pid > 0 { kill(pid, SIGKILL) } }
+        #expect(started.status == 0, "\(started.standardError)")
+        #expect(try TimedRun(["unlock"], environment: environment, within: 30).status == 0)
+        let status = try TimedRun(["status"], environment: environment, within: 30)
+        #expect(status.standardOutput.contains("session: followed: login1 session c1 (system bus), login1 sleep (system bus)"),
+                "\(status.standardOutput)")
+        try buses.lockSession()
+        #expect(waitUntil(seconds: 2) { (try? TimedRun(["status"], environment: environment, within: 30))?.standardOutput.contains("state: locked") == true })
+        #expect(try TimedRun(["agent", "stop"], environment: environment, within: 30).status == 0)
+    }
+
     @Test("systemd-socket-activate: the first connection starts the agent; NOTIFY_SOCKET hears READY=1, STATUS=, then STOPPING=1",
           .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-socket-activate")
                    && FileManager.default.isExecutableFile(atPath: "/usr/bin/python3")))
