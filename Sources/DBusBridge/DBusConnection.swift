@@ -12,7 +12,8 @@ import Synchronization
 ///
 /// When the bus goes away (the daemon exits, the socket breaks), the thread ends, every
 /// ``whenDisconnected(_:)`` handler runs once, and later calls throw ``DBusError/disconnected``.
-/// ``close()`` ends the connection on purpose (no disconnection handler runs).
+/// ``close()`` ends the connection on purpose (no disconnection handler runs). The dispatch
+/// thread keeps the connection alive until then: close every connection you open.
 public final class DBusConnection: Sendable {
     /// Which bus to connect to.
     public enum Bus: Sendable, Hashable, CustomStringConvertible {
