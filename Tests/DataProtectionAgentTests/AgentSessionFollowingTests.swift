@@ -53,6 +53,35 @@ struct AgentSessionFollowingTests {
         #expect(try client.device.state == .locked)
     }
 
+    @Test("logind's signals count only from logind: the same Lock and Unlock sent by another connection do nothing")
+    func onlyLogindSpeaksForLogind() throws {
+        let buses = try SessionBusFixture(session: false)
+        let agent = try Self.agent(buses)
+        defer { agent.tearDown() }
+        let client = try agent.client()
+        try client.device.unlock(passcode: "1234")
+        let events = EventLog()
+        let watcher = try agent.client()
+        let watching = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            try? watcher.device.watchAll(ready: { watching.signal() }) { event in
+                events.append(event.name)
+                return true
+            }
+        }
+        #expect(watching.wait(timeout: .now() + 5) == .success)
+        // Any process of any user on the system bus can emit these; only logind's count.
+        for signal in ["org.freedesktop.login1.Session.Lock", "org.freedesktop.login1.Session.Unlock"] {
+            try buses.emit(buses.systemAddress, SessionBusFixture.sessionPath, signal)
+        }
+        try buses.emit(buses.systemAddress, "/org/freedesktop/login1", "org.freedesktop.login1.Manager.PrepareForSleep", true)
+        Thread.sleep(forTimeInterval: 0.5)
+        #expect(agent.device.state == .unlocked)
+        #expect(events.names.isEmpty, "\(events.names)")
+        try buses.lockSession()
+        #expect(eventually(seconds: 1) { agent.device.state == .locked })
+    }
+
     @Test("PrepareForSleep discards the keys at once even with a grace period; a session lock keeps its grace")
     func sleepSkipsTheGrace() throws {
         let buses = try SessionBusFixture()

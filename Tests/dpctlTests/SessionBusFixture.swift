@@ -73,6 +73,27 @@ final class SessionBusFixture: @unchecked Sendable {
         try call(sessionAddress, "org.gnome.ScreenSaver", "/org/gnome/ScreenSaver", "org.gnome.ScreenSaver.SetActive", ["\(active)"])
     }
 
+    /// Emits `signal` (interface.member, with a boolean argument when `argument` is given) from `path`, by a
+    /// connection of its own (not the mock's), through python-dbus (`gdbus emit` sends before its hello is answered).
+    func emit(_ address: String, _ path: String, _ signal: String, _ argument: Bool? = nil) throws {
+        let dot = signal.lastIndex(of: ".")!
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = ["-c", """
+            import dbus, dbus.lowlevel, sys
+            bus = dbus.bus.BusConnection(sys.argv[1])
+            message = dbus.lowlevel.SignalMessage(sys.argv[2], sys.argv[3], sys.argv[4])
+            if len(sys.argv) > 5: message.append(sys.argv[5] == "true", signature="b")
+            bus.send_message(message)
+            bus.flush()
+            """, address, path, String(signal[..<dot]), String(signal[signal.index(after: dot)...])] + (argument.map { ["\($0)"] } ?? [])
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw SessionBusFailure("emitting \(signal) failed") }
+    }
+
     /// `gdbus call` of `method` (interface.member) on `path` of `destination`; fails on an error reply.
     @discardableResult
     func call(_ address: String, _ destination: String, _ path: String, _ method: String, _ arguments: [String] = []) throws -> String {

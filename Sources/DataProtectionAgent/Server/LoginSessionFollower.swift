@@ -91,19 +91,19 @@ package final class LoginSessionFollower: Sendable {
         }
         var sources: [String] = []
         do {
-            _ = try connection.matchSignal(path: manager, interface: "org.freedesktop.login1.Manager", member: "PrepareForSleep") { [self] message in
+            _ = try connection.matchSignal(sender: Self.login1, path: manager, interface: "org.freedesktop.login1.Manager", member: "PrepareForSleep") { [self] message in
                 if message.arguments.first?.boolValue == true { lock(.sleeping, "login1 PrepareForSleep") }
             }
             sources.append("login1 sleep (\(bus))")
             if let sessionPath {
                 let session = "org.freedesktop.login1.Session"
-                _ = try connection.matchSignal(path: sessionPath, interface: session, member: "Lock") { [self] _ in
+                _ = try connection.matchSignal(sender: Self.login1, path: sessionPath, interface: session, member: "Lock") { [self] _ in
                     lock(.locked, "login1 Lock")
                 }
-                _ = try connection.matchSignal(path: sessionPath, interface: session, member: "Unlock") { [self] _ in
+                _ = try connection.matchSignal(sender: Self.login1, path: sessionPath, interface: session, member: "Unlock") { [self] _ in
                     report(.unlocked, "login1 Unlock")
                 }
-                _ = try connection.matchSignal(path: sessionPath, interface: "org.freedesktop.DBus.Properties",
+                _ = try connection.matchSignal(sender: Self.login1, path: sessionPath, interface: "org.freedesktop.DBus.Properties",
                                                member: "PropertiesChanged") { [self] message in
                     guard message.arguments.first?.stringValue == session,
                           let hint = message.arguments.dropFirst().first?.stringKeyedDictionary?["LockedHint"]?.boolValue else { return }
