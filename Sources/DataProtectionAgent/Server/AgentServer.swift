@@ -112,7 +112,7 @@ public final class AgentServer: Sendable {
         var evicted = false
     }
 
-    /// Starts listening at `socketPath` for `store` (served once ``run()`` is called).
+    /// Starts listening at `socketPath` for `store` (served once ``run(whenReady:)`` is called).
     ///
     /// A socket file left by an agent that died is replaced; a live agent at the path is
     /// `DataProtectionError/Code/storeBusy`.
@@ -284,7 +284,7 @@ public final class AgentServer: Sendable {
     /// The connections being served now.
     public var connectionCount: Int { state.withLock { $0.connections.count } }
 
-    /// Ends ``run()``: no new connections; the open ones end after their current request.
+    /// Ends ``run(whenReady:)``: no new connections; the open ones end after their current request.
     public func stop() {
         let (first, connections) = state.withLock { state in
             guard !state.stopping else { return (false, [UnixSocket]()) }
