@@ -56,6 +56,23 @@ struct BenchCommandTests {
         #expect(rows.contains { ($0["what"] as? String)?.contains("insert") == true })
     }
 
+    @Test("--session-lock-only prints the two session-lock rows (p50 / p99, without and with dirty handles), the first against its target",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon")))
+    func sessionLockOnly() throws {
+        let fixture = try StoreFixture()
+        let result = try fixture.run(["bench", "--session-lock-only", "--quiet", "--json", "--directory", fixture.directory.path])
+        #expect(result.status == 0, "\(result.standardError)")
+        let rows = try #require(try result.json()["rows"] as? [[String: Any]])
+        #expect(rows.count == 2, "\(rows)")
+        #expect(rows.allSatisfy { ($0["what"] as? String)?.hasPrefix("session lock: ActiveChanged(true)") == true })
+        #expect(rows.allSatisfy { ($0["store"] as? String)?.contains(" ms / ") == true }, "\(rows)")
+        #expect(rows.first?["target"] as? String == "p99 ≤ 50 ms")
+        #expect(rows.first?["met"] is Bool)
+        // Nothing left behind: the scratch stores and the bench's bus are gone.
+        let left = try FileManager.default.contentsOfDirectory(atPath: fixture.directory.path).filter { $0.hasPrefix("dp-bench-") }
+        #expect(left.isEmpty, "\(left)")
+    }
+
     @Test("--sqlite-only prints the six SQLite rows and nothing else, each with a ratio against plain SQLite")
     func sqliteOnly() throws {
         let lines = try sqliteOnlyLines(scale: 1000, rounds: 2)

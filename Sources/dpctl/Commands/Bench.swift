@@ -50,6 +50,13 @@ struct Bench: ParsableCommand {
           help: "Add the rows through an agent (served on a thread of this process, over its socket): put and get of --size, 4 KiB get and stat per second with 1 and 16 clients, each against the same work in process.")
     var agent = false
 
+    @Flag(name: .customLong("session-lock"),
+          help: "Add the session-lock row: from a screensaver's ActiveChanged(true) on a private bus (needs dbus-daemon) to the keys discarded, p50 and p99 over 100 locks with 16 dirty complete handles.")
+    var sessionLock = false
+
+    @Flag(name: .customLong("session-lock-only"), help: "Only the session-lock row (implies --session-lock).")
+    var sessionLockOnly = false
+
     func validate() throws {
         guard size.bytes >= 1 << 14 else { throw ValidationError("--size must be at least 16KiB.") }
         guard sqliteScale >= 1, sqliteScale <= 1000 else { throw ValidationError("--sqlite-scale must be between 1 and 1000.") }
@@ -75,6 +82,8 @@ struct Bench: ParsableCommand {
                 options.sqlite = workload
             }
             if agent { options.agent = AgentWorkload(size: size.bytes, rounds: rounds) }
+            if sessionLock || sessionLockOnly { options.sessionLock = SessionLockWorkload() }
+            if sessionLockOnly { options.fileRows = false }
             let quiet = quiet
             let bench = StoreBench(options: options) { line in
                 guard !quiet else { return }
