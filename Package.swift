@@ -74,7 +74,7 @@ let package = Package(
         // Protected SQLite databases: the store as SQLite's file system (`ProtectedDatabase`).
         .target(
             name: "DataProtectionSQLite",
-            dependencies: ["DataProtection", "SQLiteBridge", "SodiumBridge"]
+            dependencies: ["DataProtection", "SQLiteBridge", "SodiumBridge", .product(name: "SystemPackage", package: "swift-system")]
         ),
         // GRDB's DatabaseQueue and DatabasePool on a protected database.
         .target(
