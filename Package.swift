@@ -192,7 +192,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DataProtectionAgentTests",
-            dependencies: ["DataProtectionAgent", "DataProtection", "SocketBridge", "DataProtectionFuzzing"]
+            dependencies: ["DataProtectionAgent", "DataProtection", "DataProtectionSQLite", "SocketBridge", "DataProtectionFuzzing"]
         ),
         .testTarget(
             name: "dpctlTests",

@@ -1,4 +1,5 @@
 import DataProtection
+import DataProtectionSQLite
 import Foundation
 import SodiumBridge
 import Logging
@@ -40,6 +41,8 @@ public final class AgentServer: Sendable {
 
     /// The store served.
     public let store: ProtectedStore
+    /// The store's keychain, held for the agent's life (its generation counts every change the agent serves).
+    let keychain: Keychain
     /// Where the agent listens.
     public let socketPath: String
     /// Whether the listening socket was inherited (socket activation): it is then not
@@ -94,6 +97,7 @@ public final class AgentServer: Sendable {
             throw DataProtectionError(.ioFailure, "The agent cannot listen: \(error).")
         }
         self.store = store
+        keychain = store.keychain
         self.socketPath = socketPath
         self.configuration = configuration
         isSocketInherited = false
@@ -115,6 +119,7 @@ public final class AgentServer: Sendable {
                                       hint: "Socket activation hands over one listening Unix-domain stream socket (ListenStream= in a .socket unit).")
         }
         self.store = store
+        keychain = store.keychain
         self.configuration = configuration
         isSocketInherited = true
     }

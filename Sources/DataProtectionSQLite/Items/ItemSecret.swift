@@ -6,7 +6,7 @@ import SystemPackage
 /// An item's secret: any bytes, held in secure memory (between guard pages, locked against
 /// swapping where the system allows, zeroed when released). It becomes a `String` only when
 /// asked (``secretString``); it is neither `Codable` nor shown by `description`.
-public final class ItemSecret: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+public final class ItemSecret: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
     /// The most bytes ``init(reading:limit:)`` reads by default (1 MiB).
     public static let defaultReadLimit = 1 << 20
 
@@ -112,6 +112,12 @@ public final class ItemSecret: Sendable, CustomStringConvertible, CustomDebugStr
     public func matches(_ other: ItemSecret) -> Bool {
         bytes.constantTimeEquals(other.bytes)
     }
+
+    /// Two secrets are equal when their bytes are (compared in constant time).
+    public static func == (lhs: ItemSecret, rhs: ItemSecret) -> Bool { lhs.matches(rhs) }
+
+    /// Hashes the length only: the bytes never feed a hash table.
+    public func hash(into hasher: inout Hasher) { hasher.combine(bytes.count) }
 
     /// Zeroes the secret now (it is zeroed anyway when released).
     public func wipe() {

@@ -19,11 +19,11 @@ import SodiumBridge
 /// returned: asked for directly, `protectedDataUnavailable`; in a search, its accessibility is
 /// reported as locked (``ItemSearch/lockedAccessibilities``). No match is `fileNotFound`.
 ///
-/// One keychain per store (``ProtectedStore/keychain``), used from any thread (calls are serialized).
+/// One keychain per store (`store.keychain`), used from any thread (calls are serialized).
 public final class Keychain: Sendable {
-    /// The attribute ``setSecret(_:service:account:label:accessibility:)`` names the service with.
+    /// The attribute ``ProtectedKeychain/setSecret(_:service:account:label:accessibility:)`` names the service with.
     public static let serviceAttribute = "service"
-    /// The attribute ``setSecret(_:service:account:label:accessibility:)`` names the account with.
+    /// The attribute ``ProtectedKeychain/setSecret(_:service:account:label:accessibility:)`` names the account with.
     public static let accountAttribute = "account"
 
     /// The store the items live in.
@@ -169,16 +169,6 @@ public final class Keychain: Sendable {
         }
     }
 
-    /// The oldest item whose attributes include every one of `attributes`.
-    ///
-    /// - Throws: `fileNotFound` (no match, and every class searched), `protectedDataUnavailable`
-    ///   (no match among the items that can be read, and some cannot).
-    public func item(matching attributes: [String: String]) throws(DataProtectionError) -> KeychainItem {
-        let search = try items(matching: attributes)
-        if let first = search.items.min(by: { ($0.creationDate, $0.id) < ($1.creationDate, $1.id) }) { return first }
-        throw Self.noMatch(search, "No item matches \(Self.describe(attributes)).")
-    }
-
     /// The item `id`.
     ///
     /// - Throws: `fileNotFound`, or `protectedDataUnavailable` when it may be among the items
@@ -198,13 +188,6 @@ public final class Keychain: Sendable {
             }
             return secret
         }
-    }
-
-    /// The secret of the oldest item whose attributes include every one of `attributes`.
-    ///
-    /// - Throws: as ``item(matching:)``.
-    public func secret(matching attributes: [String: String]) throws(DataProtectionError) -> ItemSecret {
-        try secret(ofItemWithID: item(matching: attributes).id)
     }
 
     // MARK: - Updating

@@ -30,7 +30,7 @@ public struct KeychainItem: Sendable, Hashable, Codable {
         self.modificationDate = modificationDate
     }
 
-    /// The `service` attribute, if any (see ``Keychain/setSecret(_:service:account:label:accessibility:)``).
+    /// The `service` attribute, if any (see ``ProtectedKeychain/setSecret(_:service:account:label:accessibility:)``).
     public var service: String? { attributes[Keychain.serviceAttribute] }
     /// The `account` attribute, if any.
     public var account: String? { attributes[Keychain.accountAttribute] }
