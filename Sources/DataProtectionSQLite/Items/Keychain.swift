@@ -369,7 +369,7 @@ public final class Keychain: Sendable {
             : DataProtectionError(.fileNotFound, "No item \(id).")
     }
 
-    static func noMatch(_ search: ItemSearch, _ message: String) -> DataProtectionError {
+    package static func noMatch(_ search: ItemSearch, _ message: String) -> DataProtectionError {
         guard search.isComplete else {
             let locked = search.lockedAccessibilities.map(\.rawValue).sorted().joined(separator: ", ")
             return DataProtectionError(.protectedDataUnavailable, message + " Items that are \(locked) are locked.",
@@ -378,7 +378,7 @@ public final class Keychain: Sendable {
         return DataProtectionError(.fileNotFound, message)
     }
 
-    static func describe(_ attributes: [String: String]) -> String {
+    package static func describe(_ attributes: [String: String]) -> String {
         attributes.isEmpty ? "(any)" : attributes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
     }
 
