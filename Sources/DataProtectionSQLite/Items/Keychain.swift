@@ -31,6 +31,10 @@ public final class Keychain: Sendable {
 
     private struct State: ~Copyable {
         var databases: [ItemDomain: ItemDatabase] = [:]
+        /// Whether each domain's database exists, as last seen (looking costs a walk of the
+        /// store's encrypted names; only this keychain makes them, and a device event that
+        /// removes them makes the domain stale).
+        var exists: [ItemDomain: Bool] = [:]
         var generation: UInt64 = 0
         var streams: [UInt64: AsyncStream<UInt64>.Continuation] = [:]
         var nextStream: UInt64 = 0
@@ -312,6 +316,7 @@ public final class Keychain: Sendable {
         let staleDomains = stale.withLock { domains in defer { domains.removeAll() }; return domains }
         for domain in staleDomains {
             state.databases.removeValue(forKey: domain)?.close()
+            state.exists.removeValue(forKey: domain)
         }
         if staleDomains.contains(.passcodeBound) { changed() }
         if !state.checkedDiscards {
@@ -329,7 +334,8 @@ public final class Keychain: Sendable {
             guard store.device.isAvailable(domain.protectionClass) else { return .locked }
             return .open(open)
         }
-        let exists = ReservedStoreArea.withAccess { store.fileExists(atPath: domain.databasePath) }
+        let exists = state.exists[domain] ?? ReservedStoreArea.withAccess { store.fileExists(atPath: domain.databasePath) }
+        state.exists[domain] = exists
         guard exists else { return .empty }
         guard store.device.isAvailable(domain.protectionClass) else { return .locked }
         let database = try ItemDatabase(domain: domain, store: store, create: false)
@@ -348,8 +354,10 @@ public final class Keychain: Sendable {
                                       hint: "Unlock the device, then try again.")
         }
         if let open = state.databases[domain] { return open }
+        state.exists[domain] = nil
         let database = try ItemDatabase(domain: domain, store: store, create: true)
         state.databases[domain] = database
+        state.exists[domain] = true
         return database
     }
 

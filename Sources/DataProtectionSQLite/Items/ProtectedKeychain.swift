@@ -60,7 +60,12 @@ extension ProtectedKeychain {
     /// Sets the secret of the item for `service` and `account` (the attributes
     /// `service` and `account`, and no other), adding the item or replacing its secret.
     ///
-    /// - Parameter label: the item's label (default: `service`).
+    /// - Parameters:
+    ///   - secret: the secret.
+    ///   - service: the `service` attribute.
+    ///   - account: the `account` attribute.
+    ///   - label: the item's label (default: `service`).
+    ///   - accessibility: when the secret can be read (of an item added now; a replaced item takes it too).
     @discardableResult
     public func setSecret(
         _ secret: ItemSecret, service: String, account: String, label: String? = nil, accessibility: ItemAccessibility = .whenUnlocked
