@@ -187,7 +187,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DataProtectionSQLiteTests",
-            dependencies: ["DataProtectionSQLite", "DataProtectionGRDB", "DataProtection", "SQLiteBridge",
+            dependencies: ["DataProtectionSQLite", "DataProtectionGRDB", "DataProtection", "SQLiteBridge", "DataProtectionScenarios",
                            .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
