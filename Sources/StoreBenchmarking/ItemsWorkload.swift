@@ -25,6 +25,7 @@ package struct ItemsWorkload: Sendable {
         package var singleAdd: Duration
         package var bulkAddPerItem: Duration
         package var lookupMedian: Duration
+        package var lookupP90: Duration
         package var lookupP99: Duration
         package var secretMedian: Duration
         package var secretP99: Duration
@@ -77,7 +78,7 @@ package struct ItemsWorkload: Sendable {
             secretTimes.append(try StoreBenchmarking.measure { try keychain.secret(ofItemWithID: id).wipe() })
         }
         return Figures(singleAdd: singleTime / max(singles, 1), bulkAddPerItem: bulkTime / max(count - singles, 1),
-                       lookupMedian: median(lookupTimes), lookupP99: Self.percentile(lookupTimes, 0.99),
+                       lookupMedian: median(lookupTimes), lookupP90: Self.percentile(lookupTimes, 0.9), lookupP99: Self.percentile(lookupTimes, 0.99),
                        secretMedian: median(secretTimes), secretP99: Self.percentile(secretTimes, 0.99),
                        onDiskBytes: Self.bytes(under: scratch.directory))
     }
@@ -90,7 +91,8 @@ package struct ItemsWorkload: Sendable {
                      target: "-", met: nil, note: "\(min(singleAdds, count)) adds"),
             BenchRow(what: "item add in batches of \(batch) (restore)", store: micro(figures.bulkAddPerItem), baseline: "-", ratio: nil,
                      target: "-", met: nil, note: "per item, up to \(count) items"),
-            BenchRow(what: "item lookup by 2 attributes, median", store: micro(figures.lookupMedian), baseline: "-", ratio: nil,
+            BenchRow(what: "item lookup by 2 attributes, median / p90", store: "\(micro(figures.lookupMedian)) / \(micro(figures.lookupP90))",
+                     baseline: "-", ratio: nil,
                      target: "-", met: nil, note: "\(lookups) random, \(count) items"),
             BenchRow(what: "item lookup by 2 attributes, p99", store: micro(figures.lookupP99), baseline: "-", ratio: nil,
                      target: "< 1 ms", met: figures.lookupP99 < .milliseconds(1)),
