@@ -85,4 +85,14 @@ struct ItemCommandTests {
         #expect(try agent.run(["unlock"], passcode: "1234").status == 0)
         #expect(try agent.run(["item", "get", "--attr", "k=unlocked"]).standardOutput == "token")
     }
+
+    @Test("dpctl bench --items-only --items-count 3000 --json: the item rows, lookups found every item")
+    func benchItems() throws {
+        let result = try DPCtlRunner.run(["bench", "--items-only", "--items-count", "3000", "--json", "--quiet"])
+        #expect(result.status == 0, "\(result.standardError)")
+        let rows = try #require(try result.json()["rows"] as? [[String: Any]])
+        let names = rows.compactMap { $0["what"] as? String }
+        #expect(names.contains("item lookup by 2 attributes, p99") && names.contains("item add, one durable transaction each"), "\(names)")
+        #expect(names.count == 6)
+    }
 }
