@@ -2,7 +2,7 @@ import DataProtection
 import Foundation
 import SodiumBridge
 
-/// Keychain items in a ``ProtectedStore``: small secrets with a label, string attributes and
+/// Keychain items in a `ProtectedStore`: small secrets with a label, string attributes and
 /// an ``ItemAccessibility``, protected like files of the matching class
 /// (`semantics.md`, "Items (keychain)"; `Keys/items.md`; `Docs/Items.md`).
 ///
