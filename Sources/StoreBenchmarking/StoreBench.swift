@@ -27,6 +27,8 @@ package struct StoreBench: Sendable {
         package var agent: AgentWorkload?
         /// The session-lock latency (`dpctl bench --session-lock`), or `nil` to skip it.
         package var sessionLock: SessionLockWorkload?
+        /// The keychain item figures (`dpctl bench --items`), or `nil` to skip them.
+        package var items: ItemsWorkload?
         /// Whether the file, small-file and locking figures are measured (`false`: only the
         /// SQLite and agent rows asked for).
         package var fileRows = true
@@ -63,6 +65,11 @@ package struct StoreBench: Sendable {
             let scratch = try BenchScratch(in: options.directory)
             defer { scratch.remove() }
             rows += try sessionLock.run(scratch, progress: progress)
+        }
+        if let items = options.items {
+            let scratch = try BenchScratch(passcode: "1234", in: options.directory)
+            defer { scratch.remove() }
+            rows += items.rows(try items.measure(scratch, progress: progress))
         }
         return BenchReport(rows: rows, options: options)
     }

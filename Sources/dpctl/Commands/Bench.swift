@@ -57,6 +57,16 @@ struct Bench: ParsableCommand {
     @Flag(name: .customLong("session-lock-only"), help: "Only the session-lock row (implies --session-lock).")
     var sessionLockOnly = false
 
+    @Flag(name: .customLong("items"),
+          help: "Add the keychain item rows: 1000 single adds, then up to --items-count items in batches of 1000, 10k random lookups by attributes and 10k secret reads.")
+    var items = false
+
+    @Flag(name: .customLong("items-only"), help: "Only the keychain item rows (implies --items).")
+    var itemsOnly = false
+
+    @Option(name: .customLong("items-count"), help: "Items in the keychain for --items.")
+    var itemsCount = 100_000
+
     func validate() throws {
         guard size.bytes >= 1 << 14 else { throw ValidationError("--size must be at least 16KiB.") }
         guard sqliteScale >= 1, sqliteScale <= 1000 else { throw ValidationError("--sqlite-scale must be between 1 and 1000.") }
@@ -72,7 +82,7 @@ struct Bench: ParsableCommand {
             options.handles = handles
             options.randomReads = 2000
             options.directory = directory.map { URL(fileURLWithPath: $0) }
-            options.fileRows = !sqliteOnly
+            options.fileRows = !sqliteOnly && !itemsOnly
             if sqlite || sqliteOnly {
                 var workload = SQLiteWorkload()
                 workload.transactionRows /= sqliteScale
@@ -84,6 +94,11 @@ struct Bench: ParsableCommand {
             if agent { options.agent = AgentWorkload(size: size.bytes, rounds: rounds) }
             if sessionLock || sessionLockOnly { options.sessionLock = SessionLockWorkload() }
             if sessionLockOnly { options.fileRows = false }
+            if items || itemsOnly {
+                var workload = ItemsWorkload()
+                workload.count = max(1, itemsCount)
+                options.items = workload
+            }
             let quiet = quiet
             let bench = StoreBench(options: options) { line in
                 guard !quiet else { return }
