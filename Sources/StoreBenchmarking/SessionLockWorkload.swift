@@ -64,7 +64,7 @@ package struct SessionLockWorkload: Sendable {
             // The same lock called directly, for the share of D-Bus in the figure.
             try device.unlock()
             for handle in open { try handle.write(contentsOf: payload, atOffset: 0) }
-            direct.append(measure { device.lock() })
+            direct.append(try measure { try device.lock() })
         }
         let (p50, p99) = (Self.percentile(latencies, 0.50), Self.percentile(latencies, 0.99))
         let (directP50, directP99) = (Self.percentile(direct, 0.50), Self.percentile(direct, 0.99))
