@@ -37,6 +37,18 @@ let package = Package(
             name: "SodiumBridge",
             dependencies: ["CSodium"]
         ),
+        // tpm2-tss from the system (Debian: libtss2-dev): ESAPI, the TCTI loader, response
+        // codes and marshalling. Only TPMBridge imports it.
+        .systemLibrary(
+            name: "CTSS",
+            providers: [.apt(["libtss2-dev"])]
+        ),
+        // The one place that talks to a TPM 2.0: the storage root key, HMAC key objects, NV
+        // indexes and counters, response codes as Swift errors (Keys/key-hierarchy.md §4.2).
+        .target(
+            name: "TPMBridge",
+            dependencies: ["CTSS", "SodiumBridge"]
+        ),
         // SQLite from the system (Debian: libsqlite3-dev). Only SQLiteBridge imports it.
         .systemLibrary(
             name: "CSQLite",
@@ -85,6 +97,7 @@ let package = Package(
             name: "DataProtection",
             dependencies: [
                 "SodiumBridge",
+                "TPMBridge",
                 "SocketBridge",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
