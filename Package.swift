@@ -186,12 +186,16 @@ let package = Package(
                            .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
+            name: "TPMBridgeTests",
+            dependencies: ["TPMBridge", "SodiumBridge"]
+        ),
+        .testTarget(
             name: "SodiumBridgeTests",
             dependencies: ["SodiumBridge"]
         ),
         .testTarget(
             name: "DataProtectionTests",
-            dependencies: ["DataProtection", "SodiumBridge", "DataProtectionFuzzing", "DataProtectionScenarios", "DataProtectionSQLite",
+            dependencies: ["DataProtection", "SodiumBridge", "TPMBridge", "DataProtectionFuzzing", "DataProtectionScenarios", "DataProtectionSQLite",
                            .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
@@ -209,7 +213,7 @@ let package = Package(
         ),
         .testTarget(
             name: "dpctlTests",
-            dependencies: ["dpctl", "DataProtection", "SocketBridge"]
+            dependencies: ["dpctl", "DataProtection", "SocketBridge", "TPMBridge"]
         ),
     ],
     swiftLanguageModes: [.v6]

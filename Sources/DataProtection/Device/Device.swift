@@ -135,6 +135,9 @@ public final class Device: Sendable {
         let fresh = !hasEffaceableKey && !hasKeybag
         let deviceKey: any DeviceKeyProvider = if let provider = configuration.deviceKeyProvider {
             provider
+        } else if try files.exists(files.tpm) || (fresh && configuration.deviceKeyKind == .tpm) {
+            // The device directory records a TPM device key; a fresh one takes the configuration's choice.
+            try TPMDeviceKey.open(files: files, tcti: configuration.tpmTCTI, create: fresh)
         } else {
             try FileDeviceKey.load(at: files.uid, fileSystem: fileSystem, create: fresh)
         }
@@ -182,6 +185,16 @@ public final class Device: Sendable {
     public func isAvailable(_ protectionClass: ProtectionClass) -> Bool {
         expireDue()
         return hasClassKey(for: protectionClass)
+    }
+
+    /// What holds the device key: the `uid` file or a TPM, as recorded when the device was
+    /// created; `nil` for a ``DeviceConfiguration/deviceKeyProvider`` of the program's own.
+    public var deviceKeyKind: DeviceKeyKind? {
+        switch hierarchy.deviceKey {
+        case is TPMDeviceKey: .tpm
+        case is FileDeviceKey: .file
+        default: nil
+        }
     }
 
     /// Whether a passcode is set.

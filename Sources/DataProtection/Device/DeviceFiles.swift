@@ -11,6 +11,8 @@ import SystemPackage
 /// | `keybag` | the sealed ``Keybag`` |
 /// | `attempts` | the ``AttemptRecord`` |
 /// | `erasing` | present while an erase is under way (the store's files still to be removed) |
+/// | `tpm` | present when the device key is in a TPM: the key object's sealed blobs and NV indexes (``TPMDeviceRecord``) |
+/// | `tpm-passcode` | the TPM passcode objects' sealed blobs, one per keybag salt (``TPMDeviceKey``) |
 /// | `lock` | the owner's pid, under `flock` while it owns the device (``OwnershipLock``) |
 ///
 /// Creation order makes `effaceable` the commit point: it is written last when
@@ -34,6 +36,8 @@ struct DeviceFiles: Sendable {
     var keybag: FilePath { directory.appending("keybag") }
     var attempts: FilePath { directory.appending("attempts") }
     var erasing: FilePath { directory.appending("erasing") }
+    var tpm: FilePath { directory.appending("tpm") }
+    var tpmPasscode: FilePath { directory.appending("tpm-passcode") }
 
     /// Removes what interrupted writes left in the directory (its owner only).
     func removeDebris() throws(DataProtectionError) {

@@ -122,11 +122,14 @@ public struct AgentStatus: Sendable, Hashable {
     public var availableClasses: [ProtectionClass]
     /// The agent's process identifier.
     public var agentProcessIdentifier: Int32
+    /// What holds the device key (`nil`: a provider of the agent program's own, or an
+    /// agent that predates the field).
+    public var deviceKeyKind: DeviceKeyKind?
 
     /// A status with every field given.
     public init(state: DeviceState, passcodeSet: Bool, failedPasscodeAttempts: Int, nextAttemptAllowedIn: Duration?,
                 autoLock: Duration?, autoLockIn: Duration?, keyDiscardIn: Duration?, availableClasses: [ProtectionClass],
-                agentProcessIdentifier: Int32) {
+                agentProcessIdentifier: Int32, deviceKeyKind: DeviceKeyKind? = nil) {
         self.state = state
         self.passcodeSet = passcodeSet
         self.failedPasscodeAttempts = failedPasscodeAttempts
@@ -136,6 +139,7 @@ public struct AgentStatus: Sendable, Hashable {
         self.keyDiscardIn = keyDiscardIn
         self.availableClasses = availableClasses
         self.agentProcessIdentifier = agentProcessIdentifier
+        self.deviceKeyKind = deviceKeyKind
     }
 }
 
@@ -157,6 +161,7 @@ extension AgentStatus {
         }
         writer.u8(mask)
         writer.u32(UInt32(bitPattern: agentProcessIdentifier))
+        writer.u8(deviceKeyKind.map { AgentWireFormat.deviceKeyKinds.firstIndex(of: $0)! + 1 }.map(UInt8.init) ?? 0)
         return writer.bytes
     }
 
@@ -171,11 +176,15 @@ extension AgentStatus {
         let discard = try reader.milliseconds()
         let mask = try reader.u8()
         let pid = Int32(bitPattern: try reader.u32())
+        // Absent from an agent older than the field.
+        let keyKind = reader.isAtEnd ? 0 : Int(try reader.u8())
+        guard keyKind <= AgentWireFormat.deviceKeyKinds.count else { throw AgentProtocolViolation("device key kind \(keyKind)") }
         try reader.finish()
         let classes = AgentWireFormat.classes.enumerated().filter { mask & (1 << $0.offset) != 0 }.map(\.element)
         return AgentStatus(state: state, passcodeSet: passcodeSet, failedPasscodeAttempts: failures, nextAttemptAllowedIn: next,
                            autoLock: autoLock, autoLockIn: autoLockIn, keyDiscardIn: discard, availableClasses: classes,
-                           agentProcessIdentifier: pid)
+                           agentProcessIdentifier: pid,
+                           deviceKeyKind: keyKind == 0 ? nil : AgentWireFormat.deviceKeyKinds[keyKind - 1])
     }
 }
 

@@ -1,0 +1,181 @@
+import Foundation
+import SodiumBridge
+import Testing
+import TPMBridge
+@testable import DataProtection
+
+/// The device key in a TPM (issue 34), against swtpm: the passcode bound in the TPM, a
+/// device that opens only with its TPM, lockout as `passcodeAttemptsDelayed`, and a TPM
+/// that cannot be reached as `ioFailure` naming `DPCTL_TPM_TCTI`.
+@Suite("TPM device key", .serialized, .enabled(if: SoftwareTPM.isInstalled, "swtpm is not installed (Debian: swtpm swtpm-tools); CI installs it"))
+struct TPMDeviceKeyTests {
+    static func configuration(_ tpm: SoftwareTPM) -> DeviceConfiguration {
+        var configuration = DeviceConfiguration.testing()
+        configuration.deviceKeyKind = .tpm
+        configuration.tpmTCTI = tpm.tcti
+        return configuration
+    }
+
+    static func code(_ body: () throws -> Void) -> DataProtectionError.Code? {
+        do {
+            try body()
+            return nil
+        } catch let error as DataProtectionError {
+            return error.code
+        } catch {
+            return nil
+        }
+    }
+
+    /// One HMAC with the passcode object and `auth`, as an attacker with the TPM would: its error, `nil` if accepted.
+    static func attempt(_ context: TPMContext, _ blobs: TPMKeyBlobs, _ auth: SecureBytes) -> TPMError? {
+        do {
+            _ = try context.hmac(key: blobs, authValue: auth, message: SecureBytes(copyingUTF8: TPMDeviceKey.Label.passcodeFactor))
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test("create, unlock, lock, passcode change and removal, reboot: all on a TPM device, with no key file")
+    func lifecycle() throws {
+        let tpm = try SoftwareTPM()
+        try withScratchDirectory { root in
+            let directory = root.appendingPathComponent("device")
+            let configuration = Self.configuration(tpm)
+            var device: Device? = try Device(creatingAt: directory, passcode: "1234", clock: VirtualClock(), configuration: configuration)
+            #expect(device?.deviceKeyKind == .tpm)
+            #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("uid").path))
+            #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent("tpm").path))
+            #expect(Self.code { try device?.unlock(passcode: "1235") } == .incorrectPasscode)
+            try device?.unlock(passcode: "1234")
+            #expect(device?.isProtectedDataAvailable == true)
+            device?.lock()
+            #expect(device?.isProtectedDataAvailable == false)
+            try device?.unlock(passcode: "1234")
+            try device?.changePasscode(from: "1234", to: "5678")
+            device?.lock()
+            #expect(Self.code { try device?.unlock(passcode: "1234") } == .incorrectPasscode)
+            try device?.unlock(passcode: "5678")
+            try device?.reboot()
+            #expect(device?.isProtectedDataAvailable == false)
+            try device?.unlock(passcode: "5678")
+            device = nil
+
+            // Another process later (a new TPM connection), after the TPM itself restarted: the same device.
+            try tpm.restart()
+            var reopened: Device? = try Device(directory: directory, clock: VirtualClock(), configuration: DeviceConfiguration.testing(tpmTCTI: tpm.tcti))
+            #expect(reopened?.deviceKeyKind == .tpm)
+            try reopened?.unlock(passcode: "5678")
+            try reopened?.removePasscode("5678")
+            reopened?.lock()
+            try reopened?.unlock(passcode: nil as Passcode?)
+            #expect(reopened?.hasPasscode == false)
+            reopened = nil
+        }
+    }
+
+    @Test("both directories copied to another TPM open nothing, even with the right passcode")
+    func anotherTPM() throws {
+        let tpm = try SoftwareTPM()
+        try withScratchDirectory { root in
+            let directory = root.appendingPathComponent("device")
+            do {
+                let device = try Device(creatingAt: directory, passcode: "1234", clock: VirtualClock(), configuration: Self.configuration(tpm))
+                try device.unlock(passcode: "1234")
+            }
+            let other = try SoftwareTPM()
+            #expect(Self.code {
+                let device = try Device(directory: directory, clock: VirtualClock(), configuration: DeviceConfiguration.testing(tpmTCTI: other.tcti))
+                try device.unlock(passcode: "1234")
+            } == .integrityFailure)
+        }
+    }
+
+    @Test("wrong guesses made directly against the TPM's passcode object lock the TPM; the next unlock is delayed, not counted")
+    func lockout() throws {
+        let tpm = try SoftwareTPM()
+        let set = try tpm.runTool("tpm2_dictionarylockout", ["-s", "-n", "5", "-t", "2", "-l", "60"])
+        #expect(set.status == 0, "\(set.output)")
+        try withScratchDirectory { root in
+            let directory = root.appendingPathComponent("device")
+            let device = try Device(creatingAt: directory, passcode: "1234", clock: VirtualClock(), configuration: Self.configuration(tpm))
+            device.lock()
+            // The attacker: the device directory and the TPM, the attempt counter bypassed.
+            let bindings = try Data(contentsOf: directory.appendingPathComponent("tpm-passcode"))
+            var reader = TPMFieldReader(bindings)
+            _ = reader.take(5)
+            let count = reader.uint8()
+            #expect(count == 1)
+            let saltCount = reader.uint8() ?? 0
+            _ = reader.take(Int(saltCount))
+            let publicArea = reader.prefixed()
+            let privateArea = reader.prefixed()
+            let blobs = TPMKeyBlobs(publicArea: try #require(publicArea), privateArea: try #require(privateArea))
+            let attacker = try TPMContext(tcti: tpm.tcti)
+            var refused = 0
+            var lockedOut = false
+            for guess in 0..<10 {
+                let outcome = Self.attempt(attacker, blobs, SecureBytes(copyingUTF8: "guess \(guess)"))
+                if outcome == .authorizationFailed { refused += 1 }
+                if case .lockout = outcome { lockedOut = true }
+                if lockedOut || outcome == nil { break }
+            }
+            attacker.close()
+            #expect(refused == 5)
+            #expect(lockedOut)
+            let before = device.failedPasscodeAttempts
+            let delayed = #expect(throws: DataProtectionError.self) { try device.unlock(passcode: "1234") }
+            #expect(delayed?.code == .passcodeAttemptsDelayed)
+            #expect(delayed?.retryAfter == .seconds(2))
+            #expect(delayed?.message.contains("2 s") == true)
+            #expect(device.failedPasscodeAttempts == before)
+            #expect(!device.isProtectedDataAvailable)
+        }
+    }
+
+    @Test("a wrong passcode counts in the TPM's dictionary-attack counter")
+    func wrongPasscodeCountsInTheTPM() throws {
+        let tpm = try SoftwareTPM()
+        try withScratchDirectory { root in
+            let device = try Device(creatingAt: root.appendingPathComponent("device"), passcode: "1234", clock: VirtualClock(),
+                                    configuration: Self.configuration(tpm))
+            // tpm2_getcap prints `TPM2_PT_LOCKOUT_COUNTER: 0x0`.
+            let counter = { () throws -> Int in
+                let output = try tpm.runTool("tpm2_getcap", ["properties-variable"]).output
+                let lines = output.split(separator: "\n").map(String.init)
+                let line = try #require(lines.first { $0.contains("TPM2_PT_LOCKOUT_COUNTER") })
+                let value = try #require(line.split(separator: " ").last.map { String($0.dropFirst(2)) })
+                return try #require(Int(value, radix: 16))
+            }
+            let before = try counter()
+            #expect(Self.code { try device.unlock(passcode: "9999") } == .incorrectPasscode)
+            #expect(try counter() == before + 1)
+            try device.unlock(passcode: "1234")
+        }
+    }
+
+    @Test("a TPM that cannot be reached is ioFailure naming DPCTL_TPM_TCTI")
+    func unreachable() throws {
+        try withScratchDirectory { root in
+            var configuration = DeviceConfiguration.testing()
+            configuration.deviceKeyKind = .tpm
+            configuration.tpmTCTI = "swtpm:host=127.0.0.1,port=1"
+            let unreachable = #expect(throws: DataProtectionError.self) {
+                _ = try Device(creatingAt: root.appendingPathComponent("device"), passcode: "1234", clock: VirtualClock(), configuration: configuration)
+            }
+            #expect(unreachable?.code == .ioFailure)
+            #expect(unreachable?.hint?.contains("DPCTL_TPM_TCTI") == true)
+            #expect(unreachable?.message.contains("port=1") == true)
+        }
+    }
+}
+
+extension DeviceConfiguration {
+    /// The test rules, reaching the TPM at `tcti` (an existing device keeps its recorded key kind).
+    static func testing(tpmTCTI: String) -> DeviceConfiguration {
+        var configuration = DeviceConfiguration.testing()
+        configuration.tpmTCTI = tpmTCTI
+        return configuration
+    }
+}
