@@ -125,7 +125,7 @@ public final class Device: Sendable {
         // through the logger of the first device.
         let logger = configuration.logger
         MemoryLocking.onFirstFailure { message in logger.warning("\(message)") }
-        let files = DeviceFiles(directory: directory, fileSystem: fileSystem)
+        var files = DeviceFiles(directory: directory, fileSystem: fileSystem)
         try fileSystem.createDirectory(at: directory)
         // Ownership first: debris is cleaned, and the device files read, only by the owner.
         self.ownership = try OwnershipLock.acquire(in: directory, timeout: configuration.ownershipTimeout)
@@ -140,6 +140,9 @@ public final class Device: Sendable {
             try TPMDeviceKey.open(files: files, tcti: configuration.tpmTCTI, create: fresh)
         } else {
             try FileDeviceKey.load(at: files.uid, fileSystem: fileSystem, create: fresh)
+        }
+        if let tpm = deviceKey as? TPMDeviceKey, tpm.keepsEffaceableKey {
+            files.effaceableNV = tpm
         }
         let hierarchy = KeyHierarchy(deviceKey: deviceKey)
         let booted: Core

@@ -29,6 +29,14 @@ struct DeviceFiles: Sendable {
 
     let directory: FilePath
     let fileSystem: any FileSystem
+    /// The TPM whose NV storage holds the effaceable key instead of the `effaceable` file
+    /// (a TPM device key, `Keys/key-hierarchy.md` §4.2); `nil`: the file.
+    var effaceableNV: TPMDeviceKey?
+
+    init(directory: FilePath, fileSystem: any FileSystem) {
+        self.directory = directory
+        self.fileSystem = fileSystem
+    }
     var writer: AtomicFileWriter { AtomicFileWriter(fileSystem: fileSystem) }
 
     var uid: FilePath { directory.appending("uid") }
@@ -47,6 +55,15 @@ struct DeviceFiles: Sendable {
     /// The effaceable key slots (`nil`: empty, all zeros, or beyond a torn extension);
     /// `nil` when there is no effaceable file at all.
     func readEffaceableSlots() throws(DataProtectionError) -> [SecureBytes?]? {
+        if let effaceableNV {
+            guard let contents = try effaceableNV.readEffaceable() else { return nil }
+            defer { contents.wipe() }
+            let slots = (0..<Self.effaceableSlotCount).map { index -> SecureBytes? in
+                let key = SecureBytes(copying: contents, offset: 32 * index, count: 32)
+                return key.isZero ? nil : key
+            }
+            return slots
+        }
         guard let contents = try fileSystem.readSecretFile(at: effaceable) else { return nil }
         defer { contents.wipe() }
         let header = contents.withUnsafeBytes { Data($0.prefix(5)) }
@@ -74,6 +91,9 @@ struct DeviceFiles: Sendable {
 
     /// Writes a new effaceable file holding `key` in slot 0 (a device being created).
     func createEffaceableFile(_ key: SecureBytes) throws(DataProtectionError) {
+        if let effaceableNV {
+            return try effaceableNV.writeEffaceable(SecureBytes(concatenating: [key, SecureBytes(count: 32)]), at: 0)
+        }
         try writer.write([.data(Self.effaceableMagic + Data([Self.effaceableVersion])), .secret(key),
                           .data(Data(count: 32))], to: effaceable)
     }
@@ -81,6 +101,9 @@ struct DeviceFiles: Sendable {
     /// Overwrites slot `index` in place with `key` (`nil`: zeros), and makes it durable.
     /// The header is rewritten too (same bytes, or version 1 → 2).
     func overwriteEffaceableSlot(_ index: Int, with key: SecureBytes?) throws(DataProtectionError) {
+        if let effaceableNV {
+            return try effaceableNV.writeEffaceable(key ?? SecureBytes(count: 32), at: 32 * index)
+        }
         let descriptor = try fileSystem.openDataFile(at: effaceable, create: false)
         do {
             try fileSystem.write([.data(Self.effaceableMagic + Data([Self.effaceableVersion]))], to: descriptor, at: 0, path: effaceable)
@@ -97,6 +120,7 @@ struct DeviceFiles: Sendable {
     /// Overwrites every slot with zeros in place, durably: every keybag ever sealed
     /// under this file becomes unreadable. Nothing to do without an effaceable file.
     func effaceAll() throws(DataProtectionError) {
+        if let effaceableNV { return try effaceableNV.effaceAll() }
         guard try fileSystem.status(at: effaceable) != nil else { return }
         let descriptor = try fileSystem.openDataFile(at: effaceable, create: false)
         do {

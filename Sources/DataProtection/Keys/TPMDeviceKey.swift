@@ -61,14 +61,79 @@ package final class TPMDeviceKey: DeviceKeyProvider {
                              hint: "Restore the device directory from a backup, or erase the device (all data is lost).")
         }
         let blobs: TPMKeyBlobs
+        let effaceableIndex: UInt32
         do {
             blobs = try context.createHMACKey(authValue: nil)
+            effaceableIndex = try defineFreshIndex(in: context, size: effaceableByteCount)
         } catch {
             throw .tpm(error, tcti: tcti)
         }
-        let record = TPMDeviceRecord(deviceKey: blobs, effaceableIndex: 0, counterIndex: 0)
+        let record = TPMDeviceRecord(deviceKey: blobs, effaceableIndex: effaceableIndex, counterIndex: 0)
         try files.writer.write([.data(record.encoded())], to: files.tpm)
         return TPMDeviceKey(context: context, record: record, files: files)
+    }
+
+    /// The NV index of the effaceable key: two 32-byte slots, as the `effaceable` file's.
+    static let effaceableByteCount = 32 * DeviceFiles.effaceableSlotCount
+
+    /// Defines an NV index of `size` bytes at a random handle of the owner range
+    /// 0x01800000-0x01BFFFFF not in use yet.
+    private static func defineFreshIndex(in context: TPMContext, size: Int) throws(TPMError) -> UInt32 {
+        var attempts = 0
+        while true {
+            let index = UInt32.random(in: 0x0180_0000...0x01BF_FFFF)
+            do {
+                try context.defineIndex(index, size: size, counter: false)
+                return index
+            } catch .indexDefined where attempts < 16 {
+                attempts += 1
+            }
+        }
+    }
+
+    /// Whether the effaceable key is in the TPM's NV storage (every TPM device made since it was).
+    var keepsEffaceableKey: Bool { record.effaceableIndex != 0 }
+
+    /// The effaceable key slots in NV storage; `nil` when the index holds none (never written,
+    /// or undefined by an erase).
+    func readEffaceable() throws(DataProtectionError) -> SecureBytes? {
+        do {
+            return try context.readIndex(record.effaceableIndex, count: Self.effaceableByteCount)
+        } catch .indexMissing {
+            return nil
+        } catch {
+            throw .tpm(error, tcti: tcti)
+        }
+    }
+
+    /// Writes `bytes` at `offset` of the effaceable index, in place; an index undefined by an
+    /// erase is defined again first (the same handle: the record does not change).
+    func writeEffaceable(_ bytes: SecureBytes, at offset: Int) throws(DataProtectionError) {
+        do {
+            do {
+                try context.writeIndex(record.effaceableIndex, bytes, at: offset)
+            } catch .indexMissing {
+                try context.defineIndex(record.effaceableIndex, size: Self.effaceableByteCount, counter: false)
+                try context.writeIndex(record.effaceableIndex, bytes, at: offset)
+            }
+        } catch {
+            throw .tpm(error, tcti: tcti)
+        }
+    }
+
+    /// Overwrites both slots with zeros and undefines the index: the TPM releases the storage,
+    /// and nothing sealed under an effaceable key from before opens again.
+    func effaceAll() throws(DataProtectionError) {
+        do {
+            do {
+                try context.writeIndex(record.effaceableIndex, SecureBytes(count: Self.effaceableByteCount), at: 0)
+            } catch .indexMissing {
+                return
+            }
+            try context.undefineIndex(record.effaceableIndex)
+        } catch {
+            throw .tpm(error, tcti: tcti)
+        }
     }
 
     /// HMAC-SHA-256 of `message` under the device key object, in the TPM.

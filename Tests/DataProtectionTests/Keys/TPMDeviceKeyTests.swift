@@ -155,6 +155,73 @@ struct TPMDeviceKeyTests {
         }
     }
 
+    /// Copies the directory `source` to `destination` (replacing it).
+    static func copy(_ source: URL, to destination: URL) throws {
+        try? FileManager.default.removeItem(at: destination)
+        try FileManager.default.copyItem(at: source, to: destination)
+        try? FileManager.default.removeItem(at: destination.appendingPathComponent("lock"))
+    }
+
+    @Test("the effaceable key is in the TPM's NV storage: no effaceable file, and the keybag opens only with the TPM's key")
+    func effaceableInNV() throws {
+        let tpm = try SoftwareTPM()
+        try withScratchDirectory { root in
+            let directory = root.appendingPathComponent("device")
+            let device = try Device(creatingAt: directory, passcode: "1234", clock: VirtualClock(), configuration: Self.configuration(tpm))
+            try device.unlock(passcode: "1234")
+            #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("effaceable").path))
+            let record = try TPMDeviceRecord.decode(Data(contentsOf: directory.appendingPathComponent("tpm")))
+            #expect((0x0180_0000...0x01BF_FFFF).contains(record.effaceableIndex))
+            let read = try tpm.runTool("tpm2_nvreadpublic", ["0x" + String(record.effaceableIndex, radix: 16)])
+            #expect(read.status == 0 && read.output.contains("size: 64"), "\(read.output)")
+        }
+    }
+
+    @Test("after an erase, a copy of the device directory taken just before opens nothing, even with the right passcode")
+    func eraseIsFinal() throws {
+        let tpm = try SoftwareTPM()
+        try withScratchDirectory { root in
+            let directory = root.appendingPathComponent("device")
+            let before = root.appendingPathComponent("before")
+            let record: TPMDeviceRecord
+            do {
+                let device = try Device(creatingAt: directory, passcode: "1234", clock: VirtualClock(), configuration: Self.configuration(tpm))
+                try device.unlock(passcode: "1234")
+                try Self.copy(directory, to: before)
+                record = try TPMDeviceRecord.decode(Data(contentsOf: directory.appendingPathComponent("tpm")))
+                try device.erase()
+                #expect(!device.hasPasscode)
+            }
+            try Self.copy(before, to: directory)
+            #expect(Self.code {
+                let device = try Device(directory: directory, clock: VirtualClock(), configuration: DeviceConfiguration.testing(tpmTCTI: tpm.tcti))
+                try device.unlock(passcode: "1234")
+            } == .integrityFailure)
+            // The erase undefined the index the old key was in, and the fresh device's key is in a new definition of it.
+            #expect(try tpm.runTool("tpm2_nvreadpublic", ["0x" + String(record.effaceableIndex, radix: 16)]).status == 0)
+        }
+    }
+
+    @Test("a device directory copied before a passcode change is refused after it (the effaceable key rotated in NV storage)")
+    func olderDirectoryAfterPasscodeChange() throws {
+        let tpm = try SoftwareTPM()
+        try withScratchDirectory { root in
+            let directory = root.appendingPathComponent("device")
+            let before = root.appendingPathComponent("before")
+            do {
+                let device = try Device(creatingAt: directory, passcode: "1234", clock: VirtualClock(), configuration: Self.configuration(tpm))
+                try device.unlock(passcode: "1234")
+                try Self.copy(directory, to: before)
+                try device.changePasscode(from: "1234", to: "5678")
+            }
+            try Self.copy(before, to: directory)
+            #expect(Self.code {
+                let device = try Device(directory: directory, clock: VirtualClock(), configuration: DeviceConfiguration.testing(tpmTCTI: tpm.tcti))
+                try device.unlock(passcode: "1234")
+            } == .integrityFailure)
+        }
+    }
+
     @Test("a TPM that cannot be reached is ioFailure naming DPCTL_TPM_TCTI")
     func unreachable() throws {
         try withScratchDirectory { root in
