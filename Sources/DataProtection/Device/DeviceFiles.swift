@@ -193,10 +193,52 @@ struct DeviceFiles: Sendable {
             return nil
         }
         guard let file else { return nil }
+        if let tpm = effaceableNV, tpm.keepsCounter {
+            return try readCountedAttempts(file, macKey: macKey, tpm: tpm)
+        }
         return try? AttemptRecord.decode(file, macKey: macKey)
     }
 
     func writeAttempts(_ record: AttemptRecord, macKey: SecureBytes, durable: Bool = true) throws(DataProtectionError) {
+        if let tpm = effaceableNV, tpm.keepsCounter {
+            // Key-hierarchy.md §4.2, the counter protocol: the file for value c+1 first (always durable:
+            // a lost rename behind an advanced counter would read as a restored file), then the counter.
+            let next = try tpm.counterValue() + 1
+            var file = Data()
+            file.appendBigEndian(UInt32(truncatingIfNeeded: next >> 32))
+            file.appendBigEndian(UInt32(truncatingIfNeeded: next))
+            file.append(record.encoded(macKey: Self.epochKey(macKey, next)))
+            try writer.write([.data(file)], to: attempts, durable: true)
+            try tpm.advanceCounter()
+            return
+        }
         try writer.write([.data(record.encoded(macKey: macKey))], to: attempts, durable: durable)
+    }
+
+    /// `u64 c || record MACed under BLAKE2b-256(key: K_counter, label || c)`, accepted when `c` is the
+    /// TPM counter's value, or one more (a write whose counter increment a crash lost: completed
+    /// here). Older is a restored device directory: `integrityFailure`; a MAC that does not verify
+    /// is a forged file (`nil`: the longest delay, as without a TPM).
+    private func readCountedAttempts(_ file: Data, macKey: SecureBytes, tpm: TPMDeviceKey) throws(DataProtectionError) -> AttemptRecord? {
+        var reader = TPMFieldReader(file)
+        guard let epoch = reader.uint64(), let body = reader.take(file.count - 8),
+              let record = try? AttemptRecord.decode(body, macKey: Self.epochKey(macKey, epoch)) else { return nil }
+        let current = try tpm.counterValue()
+        if epoch == current { return record }
+        if epoch == current + 1 {
+            try tpm.advanceCounter()
+            return record
+        }
+        throw .integrity(
+            "The passcode attempt counter is older than the TPM's anti-rollback counter (\(epoch) < \(current)): an older device directory was restored.",
+            hint: "Restore the current device directory, or erase the device to start afresh (all data is lost).")
+    }
+
+    /// The attempt counter's MAC key for counter value `epoch`.
+    static func epochKey(_ macKey: SecureBytes, _ epoch: UInt64) -> SecureBytes {
+        var value = Data()
+        value.appendBigEndian(UInt32(truncatingIfNeeded: epoch >> 32))
+        value.appendBigEndian(UInt32(truncatingIfNeeded: epoch))
+        return BLAKE2b.deriveKey(key: macKey, [.label("DataProtection v1 attempt counter epoch"), .data(Data([0])), .data(value)])
     }
 }

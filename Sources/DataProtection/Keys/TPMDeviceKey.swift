@@ -62,13 +62,17 @@ package final class TPMDeviceKey: DeviceKeyProvider {
         }
         let blobs: TPMKeyBlobs
         let effaceableIndex: UInt32
+        let counterIndex: UInt32
         do {
             blobs = try context.createHMACKey(authValue: nil)
             effaceableIndex = try defineFreshIndex(in: context, size: effaceableByteCount)
+            counterIndex = try defineFreshIndex(in: context, size: 8, counter: true)
+            // A counter is readable once it was incremented.
+            try context.incrementCounter(counterIndex)
         } catch {
             throw .tpm(error, tcti: tcti)
         }
-        let record = TPMDeviceRecord(deviceKey: blobs, effaceableIndex: effaceableIndex, counterIndex: 0)
+        let record = TPMDeviceRecord(deviceKey: blobs, effaceableIndex: effaceableIndex, counterIndex: counterIndex)
         try files.writer.write([.data(record.encoded())], to: files.tpm)
         return TPMDeviceKey(context: context, record: record, files: files)
     }
@@ -78,12 +82,12 @@ package final class TPMDeviceKey: DeviceKeyProvider {
 
     /// Defines an NV index of `size` bytes at a random handle of the owner range
     /// 0x01800000-0x01BFFFFF not in use yet.
-    private static func defineFreshIndex(in context: TPMContext, size: Int) throws(TPMError) -> UInt32 {
+    private static func defineFreshIndex(in context: TPMContext, size: Int, counter: Bool = false) throws(TPMError) -> UInt32 {
         var attempts = 0
         while true {
             let index = UInt32.random(in: 0x0180_0000...0x01BF_FFFF)
             do {
-                try context.defineIndex(index, size: size, counter: false)
+                try context.defineIndex(index, size: size, counter: counter)
                 return index
             } catch .indexDefined where attempts < 16 {
                 attempts += 1
@@ -131,6 +135,27 @@ package final class TPMDeviceKey: DeviceKeyProvider {
                 return
             }
             try context.undefineIndex(record.effaceableIndex)
+        } catch {
+            throw .tpm(error, tcti: tcti)
+        }
+    }
+
+    /// Whether the TPM's monotonic counter marks the attempt counter (every TPM device made since it does).
+    var keepsCounter: Bool { record.counterIndex != 0 }
+
+    /// The anti-rollback counter's value.
+    func counterValue() throws(DataProtectionError) -> UInt64 {
+        do {
+            return try context.readCounter(record.counterIndex)
+        } catch {
+            throw .tpm(error, tcti: tcti)
+        }
+    }
+
+    /// Advances the anti-rollback counter by one.
+    func advanceCounter() throws(DataProtectionError) {
+        do {
+            try context.incrementCounter(record.counterIndex)
         } catch {
             throw .tpm(error, tcti: tcti)
         }

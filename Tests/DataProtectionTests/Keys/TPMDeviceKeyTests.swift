@@ -1,5 +1,6 @@
 import Foundation
 import SodiumBridge
+import SystemPackage
 import Testing
 import TPMBridge
 @testable import DataProtection
@@ -219,6 +220,67 @@ struct TPMDeviceKeyTests {
                 let device = try Device(directory: directory, clock: VirtualClock(), configuration: DeviceConfiguration.testing(tpmTCTI: tpm.tcti))
                 try device.unlock(passcode: "1234")
             } == .integrityFailure)
+        }
+    }
+
+    @Test("a device directory copied before wrong attempts is refused after them: the TPM's counter marks the attempt counter")
+    func olderDirectoryAfterWrongAttempts() throws {
+        let tpm = try SoftwareTPM()
+        try withScratchDirectory { root in
+            let directory = root.appendingPathComponent("device")
+            let before = root.appendingPathComponent("before")
+            do {
+                let device = try Device(creatingAt: directory, passcode: "1234", clock: VirtualClock(), configuration: Self.configuration(tpm))
+                try Self.copy(directory, to: before)
+                for guess in ["1111", "2222", "3333"] {
+                    #expect(Self.code { try device.unlock(passcode: guess) } == .incorrectPasscode)
+                }
+                #expect(device.failedPasscodeAttempts == 3)
+            }
+            let current = root.appendingPathComponent("current")
+            try Self.copy(directory, to: current)
+            try Self.copy(before, to: directory)
+            let restored = #expect(throws: DataProtectionError.self) {
+                _ = try Device(directory: directory, clock: VirtualClock(), configuration: DeviceConfiguration.testing(tpmTCTI: tpm.tcti))
+            }
+            #expect(restored?.code == .integrityFailure)
+            #expect(restored?.message.contains("older") == true)
+            // The current directory still opens, with its three failures.
+            try Self.copy(current, to: directory)
+            let device = try Device(directory: directory, clock: VirtualClock(), configuration: DeviceConfiguration.testing(tpmTCTI: tpm.tcti))
+            #expect(device.failedPasscodeAttempts == 3)
+        }
+    }
+
+    @Test("a crash between the attempt counter's file and the TPM counter's increment is completed at the next opening")
+    func crashBeforeTheIncrement() throws {
+        let tpm = try SoftwareTPM()
+        try withScratchDirectory { root in
+            let directory = root.appendingPathComponent("device")
+            do {
+                _ = try Device(creatingAt: directory, passcode: "1234", clock: VirtualClock(), configuration: Self.configuration(tpm))
+            }
+            // What the write of step 1 leaves when the power goes before step 2: the file for c + 1, the counter at c.
+            let files = DeviceFiles(directory: FilePath(directory.path), fileSystem: PosixFileSystem())
+            let key = try TPMDeviceKey.open(files: files, tcti: tpm.tcti, create: false)
+            let counter = try key.counterValue()
+            let macKey = try KeyHierarchy(deviceKey: key).attemptCounterKey()
+            var record = AttemptRecord()
+            record.failures = 2
+            var file = Data()
+            file.appendBigEndian(UInt32(truncatingIfNeeded: (counter + 1) >> 32))
+            file.appendBigEndian(UInt32(truncatingIfNeeded: counter + 1))
+            file.append(record.encoded(macKey: DeviceFiles.epochKey(macKey, counter + 1)))
+            try file.write(to: directory.appendingPathComponent("attempts"))
+            key.context.close()
+            do {
+                let device = try Device(directory: directory, clock: VirtualClock(), configuration: DeviceConfiguration.testing(tpmTCTI: tpm.tcti))
+                #expect(device.failedPasscodeAttempts == 2)
+            }
+            // The opening completed step 2.
+            let reopened = try TPMDeviceKey.open(files: files, tcti: tpm.tcti, create: false)
+            #expect(try reopened.counterValue() == counter + 1)
+            reopened.context.close()
         }
     }
 
