@@ -44,7 +44,7 @@ let package = Package(
             providers: [.apt(["libtss2-dev"])]
         ),
         // The one place that talks to a TPM 2.0: the storage root key, HMAC key objects, NV
-        // indexes and counters, response codes as Swift errors (Keys/key-hierarchy.md §4.2).
+        // indexes and counters, response codes as Swift errors (Keys/key-hierarchy.md §4.4).
         .target(
             name: "TPMBridge",
             dependencies: ["CTSS", "SodiumBridge"]

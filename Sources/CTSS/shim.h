@@ -3,7 +3,7 @@
 /* tpm2-tss (Debian: libtss2-dev): ESAPI, the TCTI loader, response-code decoding and
    marshalling. Only TPMBridge imports this module. The templates are built here, in C,
    because Swift sees the TPM's nested unions as unwieldy tuples; they are normative
-   (Keys/key-hierarchy.md §4.2). */
+   (Keys/key-hierarchy.md §4.4). */
 #include <stdint.h>
 #include <string.h>
 #include <tss2/tss2_esys.h>

@@ -30,7 +30,7 @@ struct DeviceFiles: Sendable {
     let directory: FilePath
     let fileSystem: any FileSystem
     /// The TPM whose NV storage holds the effaceable key instead of the `effaceable` file
-    /// (a TPM device key, `Keys/key-hierarchy.md` §4.2); `nil`: the file.
+    /// (a TPM device key, `Keys/key-hierarchy.md` §4.4); `nil`: the file.
     var effaceableNV: TPMDeviceKey?
 
     init(directory: FilePath, fileSystem: any FileSystem) {
@@ -201,7 +201,7 @@ struct DeviceFiles: Sendable {
 
     func writeAttempts(_ record: AttemptRecord, macKey: SecureBytes, durable: Bool = true) throws(DataProtectionError) {
         if let tpm = effaceableNV, tpm.keepsCounter {
-            // Key-hierarchy.md §4.2, the counter protocol: the file for value c+1 first (always durable:
+            // key-hierarchy.md §4.4.4, the counter protocol: the file for value c+1 first (always durable:
             // a lost rename behind an advanced counter would read as a restored file), then the counter.
             let next = try tpm.counterValue() + 1
             var file = Data()

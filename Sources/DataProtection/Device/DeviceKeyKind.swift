@@ -4,7 +4,7 @@ public enum DeviceKeyKind: String, Sendable, Hashable, CaseIterable {
     /// A random key in the device directory's `uid` file (the default).
     case file
     /// An HMAC key inside a TPM 2.0 that never leaves it, with the passcode bound into a
-    /// TPM authorisation (`Keys/key-hierarchy.md` §4.2). The TPM is reached through
+    /// TPM authorisation (`Keys/key-hierarchy.md` §4.4). The TPM is reached through
     /// ``DeviceConfiguration/tpmTCTI``.
     case tpm
 }

@@ -3,7 +3,7 @@ import SodiumBridge
 import SystemPackage
 import TPMBridge
 
-/// The device key in a TPM 2.0 (`Keys/key-hierarchy.md` §4.2): an HMAC-SHA-256 key object
+/// The device key in a TPM 2.0 (`Keys/key-hierarchy.md` §4.4): an HMAC-SHA-256 key object
 /// made inside the TPM under its storage root key, kept in the device directory's `tpm`
 /// file only as the TPM-sealed blobs, so it is usable only by that TPM.
 ///
@@ -179,7 +179,7 @@ package final class TPMDeviceKey: DeviceKeyProvider {
     /// A wrong passcode (the TPM refuses the auth value, and counts it) gives a key that
     /// unwraps nothing: `HMAC_device(label_passcode || 0x00 || stretched)`.
     func passcodeKey(stretched: SecureBytes, salt: Data, creating: Bool) throws(DataProtectionError) -> SecureBytes {
-        let auth = BLAKE2b.deriveKey(key: stretched, [.label(Label.passcodeAuth)])
+        let auth = Self.authValue(stretched: stretched)
         defer { auth.wipe() }
         var bindings = try readBindings()
         let blobs: TPMKeyBlobs
@@ -208,7 +208,17 @@ package final class TPMDeviceKey: DeviceKeyProvider {
             throw .tpm(error, tcti: tcti)
         }
         defer { factor.wipe() }
-        return BLAKE2b.deriveKey(key: factor, [.label(KeyHierarchy.Label.passcode), .data(Data([0])), .secret(stretched)])
+        return Self.passcodeKey(factor: factor, stretched: stretched)
+    }
+
+    /// `A = BLAKE2b-256(key: S, label_auth)`: the passcode object's auth value (§4.4.2).
+    static func authValue(stretched: SecureBytes) -> SecureBytes {
+        BLAKE2b.deriveKey(key: stretched, [.label(Label.passcodeAuth)])
+    }
+
+    /// `K_passcode = BLAKE2b-256(key: F, label_passcode || 0x00 || S)` (§4.4.2).
+    static func passcodeKey(factor: SecureBytes, stretched: SecureBytes) -> SecureBytes {
+        BLAKE2b.deriveKey(key: factor, [.label(KeyHierarchy.Label.passcode), .data(Data([0])), .secret(stretched)])
     }
 
     /// Keeps only the passcode object of the keybag with `salt` (`nil`: no passcode), once

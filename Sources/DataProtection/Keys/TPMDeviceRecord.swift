@@ -4,7 +4,7 @@ import TPMBridge
 
 /// The device directory's `tpm` file: the device key object's blobs (sealed by the TPM) and
 /// the NV indexes of the effaceable key and the anti-rollback counter (0: none). Its
-/// presence records that the device key is in a TPM (`Keys/key-hierarchy.md` §4.2):
+/// presence records that the device key is in a TPM (`Keys/key-hierarchy.md` §4.4):
 ///
 /// `"DPTM" || 0x01 || u32 effaceable index || u32 counter index || u16 n || public (n) || u16 m || private (m)`,
 /// integers big-endian. Nothing in it is secret without the TPM that made it.
