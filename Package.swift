@@ -118,6 +118,7 @@ let package = Package(
             name: "StoreBenchmarking",
             dependencies: [
                 "DataProtection",
+                "TPMBridge",
                 "DataProtectionAgent",
                 "DataProtectionSQLite",
                 "SQLiteBridge",

@@ -25,6 +25,8 @@ package struct StoreBench: Sendable {
         package var sqlite: SQLiteWorkload?
         /// The figures through an agent (`dpctl bench --agent`), or `nil` to skip them.
         package var agent: AgentWorkload?
+        /// Unlock with a TPM device key against the file one (`dpctl bench --tpm`), or `nil` to skip it.
+        package var tpm: TPMWorkload?
         /// Whether the file, small-file and locking figures are measured (`false`: only the
         /// SQLite and agent rows asked for).
         package var fileRows = true
@@ -57,6 +59,7 @@ package struct StoreBench: Sendable {
             defer { scratch.remove() }
             rows += try agent.run(scratch, progress: progress)
         }
+        if let tpm = options.tpm { rows += try tpm.run(in: options.directory, progress: progress) }
         return BenchReport(rows: rows, options: options)
     }
 

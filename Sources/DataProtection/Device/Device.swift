@@ -200,6 +200,11 @@ public final class Device: Sendable {
         }
     }
 
+    /// The TPM commands sent for this device so far (`nil` without a TPM device key): `dpctl bench`.
+    package var tpmCommandCount: Int? {
+        (hierarchy.deviceKey as? TPMDeviceKey)?.commandCount
+    }
+
     /// Whether a passcode is set.
     public var hasPasscode: Bool {
         core.withLock { $0.keybag.passcode != .none }

@@ -29,6 +29,7 @@ package final class TPMDeviceKey: DeviceKeyProvider {
     let context: TPMContext
     let record: TPMDeviceRecord
     let files: DeviceFiles
+    private let knownCounter = Locked<UInt64?>(nil)
 
     /// The TCTI the TPM is reached through.
     package var tcti: String { context.tcti }
@@ -143,10 +144,14 @@ package final class TPMDeviceKey: DeviceKeyProvider {
     /// Whether the TPM's monotonic counter marks the attempt counter (every TPM device made since it does).
     var keepsCounter: Bool { record.counterIndex != 0 }
 
-    /// The anti-rollback counter's value.
+    /// The anti-rollback counter's value: read from the TPM once, then followed in memory (only
+    /// the device's owner, under its `flock`, advances it).
     func counterValue() throws(DataProtectionError) -> UInt64 {
+        if let known = knownCounter.withLock({ $0 }) { return known }
         do {
-            return try context.readCounter(record.counterIndex)
+            let value = try context.readCounter(record.counterIndex)
+            knownCounter.withLock { $0 = value }
+            return value
         } catch {
             throw .tpm(error, tcti: tcti)
         }
@@ -156,7 +161,9 @@ package final class TPMDeviceKey: DeviceKeyProvider {
     func advanceCounter() throws(DataProtectionError) {
         do {
             try context.incrementCounter(record.counterIndex)
+            knownCounter.withLock { known in known = known.map { $0 + 1 } }
         } catch {
+            knownCounter.withLock { $0 = nil }
             throw .tpm(error, tcti: tcti)
         }
     }

@@ -50,6 +50,10 @@ struct Bench: ParsableCommand {
           help: "Add the rows through an agent (served on a thread of this process, over its socket): put and get of --size, 4 KiB get and stat per second with 1 and 16 clients, each against the same work in process.")
     var agent = false
 
+    @Flag(name: .customLong("tpm"),
+          help: "Add the TPM rows: unlock with the device key in a software TPM (swtpm, started for the run) against the file device key, and the TPM commands per unlock.")
+    var tpm = false
+
     func validate() throws {
         guard size.bytes >= 1 << 14 else { throw ValidationError("--size must be at least 16KiB.") }
         guard sqliteScale >= 1, sqliteScale <= 1000 else { throw ValidationError("--sqlite-scale must be between 1 and 1000.") }
@@ -75,6 +79,7 @@ struct Bench: ParsableCommand {
                 options.sqlite = workload
             }
             if agent { options.agent = AgentWorkload(size: size.bytes, rounds: rounds) }
+            if tpm { options.tpm = TPMWorkload() }
             let quiet = quiet
             let bench = StoreBench(options: options) { line in
                 guard !quiet else { return }
