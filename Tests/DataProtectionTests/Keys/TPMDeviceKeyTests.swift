@@ -284,6 +284,57 @@ struct TPMDeviceKeyTests {
         }
     }
 
+    @Test("forensics on a TPM device: no recorded device-directory bytes, with the TPM, open anything from before an erase")
+    func forensicErase() throws {
+        let tpm = try SoftwareTPM()
+        try withScratchDirectory { root in
+            let recorder = ForensicRecordingTests.RecordingFileSystem()
+            let device = try Device(directory: FilePath(root.appendingPathComponent("device").path), clock: VirtualClock(),
+                                    configuration: Self.configuration(tpm), fileSystem: recorder, creatingWithPasscode: Passcode("1111"))
+            let store = try ProtectedStore(directory: root.appendingPathComponent("files"), device: device)
+            let hierarchy = device.hierarchy
+            let nv = try #require(device.files.effaceableNV)
+            try device.unlock(passcode: "1111")
+            try store.write(Data("class none content".utf8), to: "plain.txt", protection: .none)
+            var effaceableKeys: [Data] = []
+            func remember() throws {
+                let slots = try #require(try nv.readEffaceable())
+                slots.withUnsafeBytes { bytes in
+                    for offset in [0, 32] where bytes[offset..<offset + 32].contains(where: { $0 != 0 }) {
+                        effaceableKeys.append(Data(bytes[offset..<offset + 32]))
+                    }
+                }
+            }
+            try remember()
+            try device.changePasscode(from: "1111", to: "2222")
+            try remember()
+            try device.removePasscode("2222")
+            try remember()
+            let before = Set(try ForensicRecordingTests.openable(recorder.recoverable(under: root) + [try Self.effaceableFile(nv)], hierarchy: hierarchy)
+                .flatMap { try ForensicRecordingTests.keysWithoutPasscode($0, hierarchy: hierarchy) })
+            #expect(before.count == KeybagSlot.allCases.count, "before the erase, the current keybag opens with the TPM")
+            try device.erase()
+
+            // No effaceable key was ever written to the disk, in any version of any file.
+            #expect(!recorder.history.contains { $0.starts(with: Data("DPEF".utf8)) })
+            for key in Set(effaceableKeys) {
+                #expect(!recorder.history.contains { $0.range(of: key) != nil }, "an effaceable key reached the disk")
+            }
+            // Every version of every file ever written, with what the TPM holds now: only the fresh keybag opens.
+            let opened = ForensicRecordingTests.openable(recorder.history + [try Self.effaceableFile(nv)], hierarchy: hierarchy)
+            #expect(opened.count == 1, "after the erase, only the fresh keybag opens (\(opened.count) do)")
+            let after = Set(try opened.flatMap { try ForensicRecordingTests.keysWithoutPasscode($0, hierarchy: hierarchy) })
+            #expect(after.isDisjoint(with: before), "a key from before the erase is still recoverable")
+            #expect(recorder.history.count > 10, "the recording saw the disk (\(recorder.history.count) versions)")
+        }
+    }
+
+    /// The TPM's effaceable slots dressed as an `effaceable` file, for ``ForensicRecordingTests/openable(_:hierarchy:)``.
+    static func effaceableFile(_ nv: TPMDeviceKey) throws -> Data {
+        let slots = try #require(try nv.readEffaceable())
+        return Data("DPEF".utf8) + Data([2]) + slots.withUnsafeBytes { Data($0) }
+    }
+
     @Test("a TPM that cannot be reached is ioFailure naming DPCTL_TPM_TCTI")
     func unreachable() throws {
         try withScratchDirectory { root in
