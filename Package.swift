@@ -37,6 +37,18 @@ let package = Package(
             name: "SodiumBridge",
             dependencies: ["CSodium"]
         ),
+        // tpm2-tss from the system (Debian: libtss2-dev): ESAPI, the TCTI loader, response
+        // codes and marshalling. Only TPMBridge imports it.
+        .systemLibrary(
+            name: "CTSS",
+            providers: [.apt(["libtss2-dev"])]
+        ),
+        // The one place that talks to a TPM 2.0: the storage root key, HMAC key objects, NV
+        // indexes and counters, response codes as Swift errors (Keys/key-hierarchy.md §4.4).
+        .target(
+            name: "TPMBridge",
+            dependencies: ["CTSS", "SodiumBridge"]
+        ),
         // SQLite from the system (Debian: libsqlite3-dev). Only SQLiteBridge imports it.
         .systemLibrary(
             name: "CSQLite",
@@ -97,6 +109,7 @@ let package = Package(
             name: "DataProtection",
             dependencies: [
                 "SodiumBridge",
+                "TPMBridge",
                 "SocketBridge",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
@@ -117,6 +130,7 @@ let package = Package(
             name: "StoreBenchmarking",
             dependencies: [
                 "DataProtection",
+                "TPMBridge",
                 "DataProtectionAgent",
                 "DataProtectionSQLite",
                 "DBusBridge",
@@ -186,6 +200,10 @@ let package = Package(
                            .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
+            name: "TPMBridgeTests",
+            dependencies: ["TPMBridge", "SodiumBridge"]
+        ),
+        .testTarget(
             name: "SodiumBridgeTests",
             dependencies: ["SodiumBridge"]
         ),
@@ -195,7 +213,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DataProtectionTests",
-            dependencies: ["DataProtection", "SodiumBridge", "DataProtectionFuzzing", "DataProtectionScenarios", "DataProtectionSQLite",
+            dependencies: ["DataProtection", "SodiumBridge", "TPMBridge", "DataProtectionFuzzing", "DataProtectionScenarios", "DataProtectionSQLite",
                            .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
@@ -213,7 +231,7 @@ let package = Package(
         ),
         .testTarget(
             name: "dpctlTests",
-            dependencies: ["dpctl", "DataProtection", "SocketBridge"]
+            dependencies: ["dpctl", "DataProtection", "SocketBridge", "TPMBridge"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -29,6 +29,8 @@ package struct StoreBench: Sendable {
         package var sessionLock: SessionLockWorkload?
         /// The keychain item figures (`dpctl bench --items`), or `nil` to skip them.
         package var items: ItemsWorkload?
+        /// Unlock with a TPM device key against the file one (`dpctl bench --tpm`), or `nil` to skip it.
+        package var tpm: TPMWorkload?
         /// Whether the file, small-file and locking figures are measured (`false`: only the
         /// SQLite and agent rows asked for).
         package var fileRows = true
@@ -71,6 +73,7 @@ package struct StoreBench: Sendable {
             defer { scratch.remove() }
             rows += items.rows(try items.measure(scratch, progress: progress))
         }
+        if let tpm = options.tpm { rows += try tpm.run(in: options.directory, progress: progress) }
         return BenchReport(rows: rows, options: options)
     }
 

@@ -73,6 +73,22 @@ struct BenchCommandTests {
         #expect(left.isEmpty, "\(left)")
     }
 
+    @Test("--tpm adds the unlock with a TPM device key (swtpm) against the file one, and the TPM commands per unlock",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/swtpm"), "swtpm is not installed (Debian: swtpm swtpm-tools)"))
+    func tpm() throws {
+        let fixture = try StoreFixture()
+        let result = try fixture.run(["bench", "--sqlite-only", "--sqlite-scale", "1000", "--rounds", "1", "--quiet", "--json", "--tpm",
+                                      "--directory", fixture.directory.path])
+        #expect(result.status == 0, "\(result.standardError)")
+        let rows = try #require(try result.json()["rows"] as? [[String: Any]])
+        let unlock = try #require(rows.first { ($0["what"] as? String) == "unlock, TPM device key (swtpm)" })
+        #expect((unlock["ratio"] as? Double).map { $0 > 0 } == true)
+        #expect((unlock["baseline"] as? String)?.hasSuffix("file device key") == true)
+        let commands = try #require(rows.first { ($0["what"] as? String) == "TPM commands per unlock" })
+        // The passcode object's HMAC, and one counter increment for each of the two attempt-counter writes.
+        #expect(commands["store"] as? String == "3")
+    }
+
     @Test("--sqlite-only prints the six SQLite rows and nothing else, each with a ratio against plain SQLite")
     func sqliteOnly() throws {
         let lines = try sqliteOnlyLines(scale: 1000, rounds: 2)

@@ -67,7 +67,8 @@ extension Device {
         let (publicKey, classBSecret) = X25519.generateKeyPair()
         let parameters = passcode?.1 ?? .none
         var keybag = Keybag(id: Random.bytes(count: Keybag.idByteCount), passcode: parameters, classBPublicKey: publicKey, slots: [:])
-        let passcodeKey = try hierarchy.passcodeKey(passcode: passcode?.0 ?? SecureBytes(count: 0), parameters: parameters)
+        let passcodeKey = try hierarchy.passcodeKey(passcode: passcode?.0 ?? SecureBytes(count: 0), parameters: parameters,
+                                                    creating: true)
         defer { passcodeKey.wipe() }
         let deviceOnlyKey = try hierarchy.deviceOnlyKey()
         for slot in KeybagSlot.allCases {
@@ -78,6 +79,8 @@ extension Device {
         try files.writeKeybag(keybag, sealKey: sealKey)
         try files.writeAttempts(AttemptRecord(), macKey: counterKey)
         try files.createEffaceableFile(effaceable)
+        // TPM passcode objects of keybags that no longer exist (an erase) are forgotten.
+        try? hierarchy.retainPasscodeBinding(for: parameters)
         var core = Core(effaceable: effaceable, effaceableSlot: 0, sealKey: sealKey, counterKey: counterKey,
                         keybag: keybag, attempts: AttemptRecord())
         try loadDeviceOnlyKeys(into: &core, hierarchy: hierarchy)

@@ -91,7 +91,8 @@ extension Device {
     /// A crash at any instant leaves one keybag that opens with one slot; the next
     /// boot wipes the other slot (completing step 3).
     private func rewrap(newPasscode: SecureBytes?, parameters: PasscodeParameters) throws(DataProtectionError) {
-        let wrappingKey = try hierarchy.passcodeKey(passcode: newPasscode ?? SecureBytes(count: 0), parameters: parameters)
+        let wrappingKey = try hierarchy.passcodeKey(passcode: newPasscode ?? SecureBytes(count: 0), parameters: parameters,
+                                                    creating: true)
         defer { wrappingKey.wipe() }
         let (keybag, currentSlot) = try core.withLock { core throws(DataProtectionError) -> (Keybag, Int) in
             var keybag = core.keybag
@@ -124,6 +125,8 @@ extension Device {
             return old
         }
         old.wipe()
+        // The new keybag stands: the TPM passcode object of the old one goes (should this fail, the next change drops it).
+        try? hierarchy.retainPasscodeBinding(for: parameters)
         logger.debug("passcode changed", metadata: ["action": "\(newPasscode == nil ? "removed" : "set")"])
         // The change is in effect; should the wipe fail, the next boot completes it.
         try files.overwriteEffaceableSlot(currentSlot, with: nil)
@@ -169,8 +172,15 @@ extension Device {
 
         let keybag = core.withLock { $0.keybag }
         // Without a passcode only the empty passcode is right: nothing to derive otherwise.
-        let wrappingKey = keybag.passcode != .none || passcode.count == 0
-            ? try hierarchy.passcodeKey(passcode: passcode, parameters: keybag.passcode) : nil
+        let wrappingKey: SecureBytes?
+        do {
+            wrappingKey = keybag.passcode != .none || passcode.count == 0
+                ? try hierarchy.passcodeKey(passcode: passcode, parameters: keybag.passcode) : nil
+        } catch where error.code == .passcodeAttemptsDelayed || error.code == .ioFailure {
+            // The TPM is in lockout, or cannot be reached: nothing was tried, nothing is counted.
+            try storeAttempts(record)
+            throw error
+        }
         if let wrappingKey, let complete = keybag.unwrap(.complete, with: wrappingKey) {
             var keys: [KeybagSlot: SecureBytes] = [.complete: complete]
             for slot in KeybagSlot.allCases where slot.isPasscodeWrapped && slot != .complete {

@@ -125,7 +125,7 @@ public final class Device: Sendable {
         // through the logger of the first device.
         let logger = configuration.logger
         MemoryLocking.onFirstFailure { message in logger.warning("\(message)") }
-        let files = DeviceFiles(directory: directory, fileSystem: fileSystem)
+        var files = DeviceFiles(directory: directory, fileSystem: fileSystem)
         try fileSystem.createDirectory(at: directory)
         // Ownership first: debris is cleaned, and the device files read, only by the owner.
         self.ownership = try OwnershipLock.acquire(in: directory, timeout: configuration.ownershipTimeout)
@@ -135,8 +135,14 @@ public final class Device: Sendable {
         let fresh = !hasEffaceableKey && !hasKeybag
         let deviceKey: any DeviceKeyProvider = if let provider = configuration.deviceKeyProvider {
             provider
+        } else if try files.exists(files.tpm) || (fresh && configuration.deviceKeyKind == .tpm) {
+            // The device directory records a TPM device key; a fresh one takes the configuration's choice.
+            try TPMDeviceKey.open(files: files, tcti: configuration.tpmTCTI, create: fresh)
         } else {
             try FileDeviceKey.load(at: files.uid, fileSystem: fileSystem, create: fresh)
+        }
+        if let tpm = deviceKey as? TPMDeviceKey, tpm.keepsEffaceableKey {
+            files.effaceableNV = tpm
         }
         let hierarchy = KeyHierarchy(deviceKey: deviceKey)
         let booted: Core
@@ -182,6 +188,21 @@ public final class Device: Sendable {
     public func isAvailable(_ protectionClass: ProtectionClass) -> Bool {
         expireDue()
         return hasClassKey(for: protectionClass)
+    }
+
+    /// What holds the device key: the `uid` file or a TPM, as recorded when the device was
+    /// created; `nil` for a ``DeviceConfiguration/deviceKeyProvider`` of the program's own.
+    public var deviceKeyKind: DeviceKeyKind? {
+        switch hierarchy.deviceKey {
+        case is TPMDeviceKey: .tpm
+        case is FileDeviceKey: .file
+        default: nil
+        }
+    }
+
+    /// The TPM commands sent for this device so far (`nil` without a TPM device key): `dpctl bench`.
+    package var tpmCommandCount: Int? {
+        (hierarchy.deviceKey as? TPMDeviceKey)?.commandCount
     }
 
     /// Whether a passcode is set.

@@ -33,6 +33,17 @@ public struct DeviceConfiguration: Sendable, Hashable {
     /// only with the provider (and key) it was created with: anything else is
     /// `integrityFailure`. Not part of equality, like the logger.
     public var deviceKeyProvider: (any DeviceKeyProvider)?
+    /// What holds the device key of a device created with this configuration (default
+    /// ``DeviceKeyKind/file``). An existing device keeps what it was created with (its
+    /// device directory records it); ignored when ``deviceKeyProvider`` is set.
+    public var deviceKeyKind: DeviceKeyKind
+    /// The TPM of a ``DeviceKeyKind/tpm`` device, in tpm2-tss TCTI syntax (default
+    /// `device:/dev/tpmrm0`, the kernel's resource manager; `swtpm:host=127.0.0.1,port=2321`
+    /// for a software TPM). `dpctl` takes it from `DPCTL_TPM_TCTI`.
+    public var tpmTCTI: String
+
+    /// The TCTI of the kernel's TPM resource manager.
+    public static let defaultTPMTCTI = "device:/dev/tpmrm0"
 
     /// The default rules, optionally changed.
     public init(
@@ -42,7 +53,9 @@ public struct DeviceConfiguration: Sendable, Hashable {
         passcodeCost: PasscodeCost = .standard,
         ownershipTimeout: Duration = .seconds(30),
         logger: Logger = Logger(label: "DataProtection.Device"),
-        deviceKeyProvider: (any DeviceKeyProvider)? = nil
+        deviceKeyProvider: (any DeviceKeyProvider)? = nil,
+        deviceKeyKind: DeviceKeyKind = .file,
+        tpmTCTI: String = DeviceConfiguration.defaultTPMTCTI
     ) {
         self.gracePeriod = gracePeriod
         self.inactivityPeriod = inactivityPeriod
@@ -51,13 +64,16 @@ public struct DeviceConfiguration: Sendable, Hashable {
         self.ownershipTimeout = ownershipTimeout
         self.logger = logger
         self.deviceKeyProvider = deviceKeyProvider
+        self.deviceKeyKind = deviceKeyKind
+        self.tpmTCTI = tpmTCTI
     }
 
     /// The same rules (the logger and the device key provider are not compared).
     public static func == (lhs: DeviceConfiguration, rhs: DeviceConfiguration) -> Bool {
         lhs.gracePeriod == rhs.gracePeriod && lhs.inactivityPeriod == rhs.inactivityPeriod
             && lhs.eraseAfterFailedAttempts == rhs.eraseAfterFailedAttempts && lhs.passcodeCost == rhs.passcodeCost
-            && lhs.ownershipTimeout == rhs.ownershipTimeout
+            && lhs.ownershipTimeout == rhs.ownershipTimeout && lhs.deviceKeyKind == rhs.deviceKeyKind
+            && lhs.tpmTCTI == rhs.tpmTCTI
     }
 
     /// Hashes the rules (not the logger, nor the device key provider).
@@ -67,6 +83,8 @@ public struct DeviceConfiguration: Sendable, Hashable {
         hasher.combine(eraseAfterFailedAttempts)
         hasher.combine(passcodeCost)
         hasher.combine(ownershipTimeout)
+        hasher.combine(deviceKeyKind)
+        hasher.combine(tpmTCTI)
     }
 
     func validate() throws(DataProtectionError) {

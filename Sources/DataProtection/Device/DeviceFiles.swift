@@ -11,6 +11,8 @@ import SystemPackage
 /// | `keybag` | the sealed ``Keybag`` |
 /// | `attempts` | the ``AttemptRecord`` |
 /// | `erasing` | present while an erase is under way (the store's files still to be removed) |
+/// | `tpm` | present when the device key is in a TPM: the key object's sealed blobs and NV indexes (``TPMDeviceRecord``) |
+/// | `tpm-passcode` | the TPM passcode objects' sealed blobs, one per keybag salt (``TPMDeviceKey``) |
 /// | `lock` | the owner's pid, under `flock` while it owns the device (``OwnershipLock``) |
 ///
 /// Creation order makes `effaceable` the commit point: it is written last when
@@ -27,6 +29,14 @@ struct DeviceFiles: Sendable {
 
     let directory: FilePath
     let fileSystem: any FileSystem
+    /// The TPM whose NV storage holds the effaceable key instead of the `effaceable` file
+    /// (a TPM device key, `Keys/key-hierarchy.md` §4.4); `nil`: the file.
+    var effaceableNV: TPMDeviceKey?
+
+    init(directory: FilePath, fileSystem: any FileSystem) {
+        self.directory = directory
+        self.fileSystem = fileSystem
+    }
     var writer: AtomicFileWriter { AtomicFileWriter(fileSystem: fileSystem) }
 
     var uid: FilePath { directory.appending("uid") }
@@ -34,6 +44,8 @@ struct DeviceFiles: Sendable {
     var keybag: FilePath { directory.appending("keybag") }
     var attempts: FilePath { directory.appending("attempts") }
     var erasing: FilePath { directory.appending("erasing") }
+    var tpm: FilePath { directory.appending("tpm") }
+    var tpmPasscode: FilePath { directory.appending("tpm-passcode") }
 
     /// Removes what interrupted writes left in the directory (its owner only).
     func removeDebris() throws(DataProtectionError) {
@@ -43,6 +55,15 @@ struct DeviceFiles: Sendable {
     /// The effaceable key slots (`nil`: empty, all zeros, or beyond a torn extension);
     /// `nil` when there is no effaceable file at all.
     func readEffaceableSlots() throws(DataProtectionError) -> [SecureBytes?]? {
+        if let effaceableNV {
+            guard let contents = try effaceableNV.readEffaceable() else { return nil }
+            defer { contents.wipe() }
+            let slots = (0..<Self.effaceableSlotCount).map { index -> SecureBytes? in
+                let key = SecureBytes(copying: contents, offset: 32 * index, count: 32)
+                return key.isZero ? nil : key
+            }
+            return slots
+        }
         guard let contents = try fileSystem.readSecretFile(at: effaceable) else { return nil }
         defer { contents.wipe() }
         let header = contents.withUnsafeBytes { Data($0.prefix(5)) }
@@ -70,6 +91,9 @@ struct DeviceFiles: Sendable {
 
     /// Writes a new effaceable file holding `key` in slot 0 (a device being created).
     func createEffaceableFile(_ key: SecureBytes) throws(DataProtectionError) {
+        if let effaceableNV {
+            return try effaceableNV.writeEffaceable(SecureBytes(concatenating: [key, SecureBytes(count: 32)]), at: 0)
+        }
         try writer.write([.data(Self.effaceableMagic + Data([Self.effaceableVersion])), .secret(key),
                           .data(Data(count: 32))], to: effaceable)
     }
@@ -77,6 +101,9 @@ struct DeviceFiles: Sendable {
     /// Overwrites slot `index` in place with `key` (`nil`: zeros), and makes it durable.
     /// The header is rewritten too (same bytes, or version 1 → 2).
     func overwriteEffaceableSlot(_ index: Int, with key: SecureBytes?) throws(DataProtectionError) {
+        if let effaceableNV {
+            return try effaceableNV.writeEffaceable(key ?? SecureBytes(count: 32), at: 32 * index)
+        }
         let descriptor = try fileSystem.openDataFile(at: effaceable, create: false)
         do {
             try fileSystem.write([.data(Self.effaceableMagic + Data([Self.effaceableVersion]))], to: descriptor, at: 0, path: effaceable)
@@ -93,6 +120,7 @@ struct DeviceFiles: Sendable {
     /// Overwrites every slot with zeros in place, durably: every keybag ever sealed
     /// under this file becomes unreadable. Nothing to do without an effaceable file.
     func effaceAll() throws(DataProtectionError) {
+        if let effaceableNV { return try effaceableNV.effaceAll() }
         guard try fileSystem.status(at: effaceable) != nil else { return }
         let descriptor = try fileSystem.openDataFile(at: effaceable, create: false)
         do {
@@ -165,10 +193,52 @@ struct DeviceFiles: Sendable {
             return nil
         }
         guard let file else { return nil }
+        if let tpm = effaceableNV, tpm.keepsCounter {
+            return try readCountedAttempts(file, macKey: macKey, tpm: tpm)
+        }
         return try? AttemptRecord.decode(file, macKey: macKey)
     }
 
     func writeAttempts(_ record: AttemptRecord, macKey: SecureBytes, durable: Bool = true) throws(DataProtectionError) {
+        if let tpm = effaceableNV, tpm.keepsCounter {
+            // key-hierarchy.md §4.4.4, the counter protocol: the file for value c+1 first (always durable:
+            // a lost rename behind an advanced counter would read as a restored file), then the counter.
+            let next = try tpm.counterValue() + 1
+            var file = Data()
+            file.appendBigEndian(UInt32(truncatingIfNeeded: next >> 32))
+            file.appendBigEndian(UInt32(truncatingIfNeeded: next))
+            file.append(record.encoded(macKey: Self.epochKey(macKey, next)))
+            try writer.write([.data(file)], to: attempts, durable: true)
+            try tpm.advanceCounter()
+            return
+        }
         try writer.write([.data(record.encoded(macKey: macKey))], to: attempts, durable: durable)
+    }
+
+    /// `u64 c || record MACed under BLAKE2b-256(key: K_counter, label || c)`, accepted when `c` is the
+    /// TPM counter's value, or one more (a write whose counter increment a crash lost: completed
+    /// here). Older is a restored device directory: `integrityFailure`; a MAC that does not verify
+    /// is a forged file (`nil`: the longest delay, as without a TPM).
+    private func readCountedAttempts(_ file: Data, macKey: SecureBytes, tpm: TPMDeviceKey) throws(DataProtectionError) -> AttemptRecord? {
+        var reader = TPMFieldReader(file)
+        guard let epoch = reader.uint64(), let body = reader.take(file.count - 8),
+              let record = try? AttemptRecord.decode(body, macKey: Self.epochKey(macKey, epoch)) else { return nil }
+        let current = try tpm.counterValue()
+        if epoch == current { return record }
+        if epoch == current + 1 {
+            try tpm.advanceCounter()
+            return record
+        }
+        throw .integrity(
+            "The passcode attempt counter is older than the TPM's anti-rollback counter (\(epoch) < \(current)): an older device directory was restored.",
+            hint: "Restore the current device directory, or erase the device to start afresh (all data is lost).")
+    }
+
+    /// The attempt counter's MAC key for counter value `epoch`.
+    static func epochKey(_ macKey: SecureBytes, _ epoch: UInt64) -> SecureBytes {
+        var value = Data()
+        value.appendBigEndian(UInt32(truncatingIfNeeded: epoch >> 32))
+        value.appendBigEndian(UInt32(truncatingIfNeeded: epoch))
+        return BLAKE2b.deriveKey(key: macKey, [.label("DataProtection v1 attempt counter epoch"), .data(Data([0])), .data(value)])
     }
 }

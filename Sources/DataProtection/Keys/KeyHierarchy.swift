@@ -37,8 +37,11 @@ package struct KeyHierarchy: Sendable {
         try deviceKey.deriveKey(label: Label.deviceOnly, input: [])
     }
 
-    /// `K_passcode`: wraps classes A, B (secret), C and CX.
-    package func passcodeKey(passcode: SecureBytes, parameters: PasscodeParameters) throws(DataProtectionError) -> SecureBytes {
+    /// `K_passcode`: wraps classes A, B (secret), C and CX. With a TPM device key the passcode
+    /// is bound in the TPM (``TPMDeviceKey``); `creating` makes its TPM object (a passcode being set).
+    package func passcodeKey(passcode: SecureBytes, parameters: PasscodeParameters, creating: Bool = false)
+        throws(DataProtectionError) -> SecureBytes
+    {
         switch parameters {
         case .none:
             return try deviceKey.deriveKey(label: Label.noPasscode, input: [])
@@ -50,7 +53,21 @@ package struct KeyHierarchy: Sendable {
                 throw DataProtectionError(.ioFailure, "Argon2id could not run with \(memory) bytes of memory: \(error).",
                                           hint: "Free some memory and try again.")
             }
+            if let tpm = deviceKey as? TPMDeviceKey {
+                return try tpm.passcodeKey(stretched: stretched, salt: salt, creating: creating)
+            }
             return try deviceKey.deriveKey(label: Label.passcode, input: [.secret(stretched)])
+        }
+    }
+
+    /// Once the keybag of `parameters` is written: forgets the TPM passcode objects of other
+    /// keybags (nothing to do without a TPM device key).
+    func retainPasscodeBinding(for parameters: PasscodeParameters) throws(DataProtectionError) {
+        guard let tpm = deviceKey as? TPMDeviceKey else { return }
+        if case .argon2id(let salt, _, _) = parameters {
+            try tpm.retainPasscodeBinding(salt: salt)
+        } else {
+            try tpm.retainPasscodeBinding(salt: nil)
         }
     }
 

@@ -139,11 +139,14 @@ public struct AgentStatus: Sendable, Hashable {
     /// What of the login session the agent follows (empty: nothing; `nil`: an agent that
     /// does not say).
     public var sessionFollowing: AgentSessionFollowing?
+    /// What holds the device key (`nil`: a provider of the agent program's own, or an
+    /// agent that predates the field).
+    public var deviceKeyKind: DeviceKeyKind?
 
     /// A status with every field given.
     public init(state: DeviceState, passcodeSet: Bool, failedPasscodeAttempts: Int, nextAttemptAllowedIn: Duration?,
                 autoLock: Duration?, autoLockIn: Duration?, keyDiscardIn: Duration?, availableClasses: [ProtectionClass],
-                agentProcessIdentifier: Int32, sessionFollowing: AgentSessionFollowing? = nil) {
+                agentProcessIdentifier: Int32, sessionFollowing: AgentSessionFollowing? = nil, deviceKeyKind: DeviceKeyKind? = nil) {
         self.state = state
         self.passcodeSet = passcodeSet
         self.failedPasscodeAttempts = failedPasscodeAttempts
@@ -154,6 +157,7 @@ public struct AgentStatus: Sendable, Hashable {
         self.availableClasses = availableClasses
         self.agentProcessIdentifier = agentProcessIdentifier
         self.sessionFollowing = sessionFollowing
+        self.deviceKeyKind = deviceKeyKind
     }
 }
 
@@ -175,8 +179,10 @@ extension AgentStatus {
         }
         writer.u8(mask)
         writer.u32(UInt32(bitPattern: agentProcessIdentifier))
-        // Appended (§6): absent from agents of before, always sent by agents of now.
-        sessionFollowing?.encode(into: &writer)
+        // Appended (§6), in this order: the session followed, then what holds the device key;
+        // absent from agents of before, always sent by agents of now.
+        (sessionFollowing ?? AgentSessionFollowing(sources: [])).encode(into: &writer)
+        writer.u8(deviceKeyKind.map { AgentWireFormat.deviceKeyKinds.firstIndex(of: $0)! + 1 }.map(UInt8.init) ?? 0)
         return writer.bytes
     }
 
@@ -193,11 +199,14 @@ extension AgentStatus {
         let pid = Int32(bitPattern: try reader.u32())
         // Appended later (an agent of before says nothing).
         let following = reader.isAtEnd ? nil : try AgentSessionFollowing.decode(from: &reader)
+        let keyKind = reader.isAtEnd ? 0 : Int(try reader.u8())
+        guard keyKind <= AgentWireFormat.deviceKeyKinds.count else { throw AgentProtocolViolation("device key kind \(keyKind)") }
         try reader.finish()
         let classes = AgentWireFormat.classes.enumerated().filter { mask & (1 << $0.offset) != 0 }.map(\.element)
         return AgentStatus(state: state, passcodeSet: passcodeSet, failedPasscodeAttempts: failures, nextAttemptAllowedIn: next,
                            autoLock: autoLock, autoLockIn: autoLockIn, keyDiscardIn: discard, availableClasses: classes,
-                           agentProcessIdentifier: pid, sessionFollowing: following)
+                           agentProcessIdentifier: pid, sessionFollowing: following,
+                           deviceKeyKind: keyKind == 0 ? nil : AgentWireFormat.deviceKeyKinds[keyKind - 1])
     }
 }
 

@@ -27,6 +27,8 @@ public enum AgentWireFormat {
     static let classes: [ProtectionClass] = [
         .complete, .completeUnlessOpen, .completeUntilFirstUserAuthentication, .completeWhenUserInactive, .none,
     ]
+    /// Device key kinds on the wire, from 1 (0: none given, a program's own provider).
+    static let deviceKeyKinds: [DeviceKeyKind] = [.file, .tpm]
     /// Device states on the wire.
     static let states: [DeviceState] = [.booted, .unlocked, .locked]
     /// Handle modes on the wire.

@@ -171,7 +171,8 @@ extension AgentSession {
             autoLock: server.configuration.autoLock, autoLockIn: server.autoLockRemaining(),
             keyDiscardIn: remaining(device.nextKeyDiscard),
             availableClasses: ProtectionClass.allCases.filter { device.isAvailable($0) },
-            agentProcessIdentifier: getpid(), sessionFollowing: server.sessionFollowing)
+            agentProcessIdentifier: getpid(), sessionFollowing: server.sessionFollowing,
+            deviceKeyKind: device.deviceKeyKind)
     }
 
     /// Streams the file at `path` into `descriptor` (the client's file, pipe or socket),

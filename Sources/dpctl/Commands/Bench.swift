@@ -67,6 +67,10 @@ struct Bench: ParsableCommand {
     @Option(name: .customLong("items-count"), help: "Items in the keychain for --items.")
     var itemsCount = 100_000
 
+    @Flag(name: .customLong("tpm"),
+          help: "Add the TPM rows: unlock with the device key in a software TPM (swtpm, started for the run) against the file device key, and the TPM commands per unlock.")
+    var tpm = false
+
     func validate() throws {
         guard size.bytes >= 1 << 14 else { throw ValidationError("--size must be at least 16KiB.") }
         guard sqliteScale >= 1, sqliteScale <= 1000 else { throw ValidationError("--sqlite-scale must be between 1 and 1000.") }
@@ -99,6 +103,8 @@ struct Bench: ParsableCommand {
                 workload.count = max(1, itemsCount)
                 options.items = workload
             }
+
+            if tpm { options.tpm = TPMWorkload() }
             let quiet = quiet
             let bench = StoreBench(options: options) { line in
                 guard !quiet else { return }

@@ -56,9 +56,11 @@ struct Status: ParsableCommand {
         var availableClasses: [String]
         /// The agent serving the store; `nil` when none runs.
         var agent: Agent?
+        /// What holds the device key: `file` or `tpm` (`null`: unknown, an agent older than the field).
+        var deviceKey: String?
 
         func encode(to encoder: any Encoder) throws {
-            enum Keys: String, CodingKey { case store, device, state, passcodeSet, failedAttempts, nextAttemptAllowed, availableClasses, agent }
+            enum Keys: String, CodingKey { case store, device, state, passcodeSet, failedAttempts, nextAttemptAllowed, availableClasses, agent, deviceKey }
             var container = encoder.container(keyedBy: Keys.self)
             try container.encode(store, forKey: .store)
             try container.encode(device, forKey: .device)
@@ -68,6 +70,7 @@ struct Status: ParsableCommand {
             try container.encode(nextAttemptAllowed, forKey: .nextAttemptAllowed)  // null when allowed now
             try container.encode(availableClasses, forKey: .availableClasses)
             try container.encode(agent, forKey: .agent)  // null without an agent
+            try container.encode(deviceKey, forKey: .deviceKey)
         }
     }
 
@@ -88,6 +91,7 @@ struct Status: ParsableCommand {
                 print("next attempt allowed: now")
             }
             print("available classes: \(report.availableClasses.joined(separator: ", "))")
+            print("device key: \(report.deviceKey ?? "unknown")")
             guard let agent = report.agent else { return print("agent: none (each command boots the device afresh)") }
             print("agent: pid \(agent.pid), socket \(agent.socket)")
             print("auto-lock: \(agent.autoLockSeconds.map { "after \(Self.seconds($0)) idle" } ?? "never")"
@@ -109,7 +113,8 @@ struct Status: ParsableCommand {
                 agent: Report.Agent(pid: status.agentProcessIdentifier, socket: agent.socketPath, autoLockSeconds: status.autoLock?.seconds,
                                     autoLockInSeconds: status.autoLockIn?.seconds, keyDiscardInSeconds: status.keyDiscardIn?.seconds,
                                     sessionFollowed: status.sessionFollowing?.sources ?? [],
-                                    sessionBusesLost: status.sessionFollowing?.lostBuses ?? []))
+                                    sessionBusesLost: status.sessionFollowing?.lostBuses ?? []),
+                deviceKey: status.deviceKeyKind?.rawValue)
         }
         let device = session.local!.device
         return Report(
@@ -117,7 +122,7 @@ struct Status: ParsableCommand {
             failedAttempts: device.failedPasscodeAttempts,
             nextAttemptAllowed: device.nextPasscodeAttemptAllowed.map { Date(timeIntervalSince1970: Double($0.nanoseconds) / 1e9) },
             availableClasses: ProtectionClass.allCases.filter { device.isAvailable($0) }.map(\.rawValue),
-            agent: nil)
+            agent: nil, deviceKey: device.deviceKeyKind?.rawValue)
     }
 
     static func seconds(_ value: Double) -> String {

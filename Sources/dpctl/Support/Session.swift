@@ -88,7 +88,7 @@ struct Session {
 
     /// Creates a new store (`fileExists` if one is there), its device directory apart from
     /// the data, with `passcode` from the start.
-    init(creating options: StoreOptions, passcode: Passcode?) throws(DataProtectionError) {
+    init(creating options: StoreOptions, passcode: Passcode?, deviceKeyKind: DeviceKeyKind = .file) throws(DataProtectionError) {
         self.options = options
         let directory = options.directory
         if (try? StoreLocation.existing(options)) != nil || (try? ProtectedStore.identifier(ofDataDirectory: directory)) != nil {
@@ -103,10 +103,13 @@ struct Session {
         let location = StoreLocation(data: directory, device: device, combined: false)
         do throws(DataProtectionError) {
             try ParentDirectories.create(above: FilePath(device.path))
+            var configuration = DeviceConfiguration()
+            configuration.deviceKeyKind = deviceKeyKind
             let local = if let passcode {
-                try ProtectedStore(creatingAt: directory, deviceDirectory: device, passcode: passcode)
+                try ProtectedStore(creatingAt: directory, deviceDirectory: device, passcode: passcode,
+                                   configuration: Self.withTPM(configuration))
             } else {
-                try Self.open(location, options: options)
+                try Self.open(location, options: options, configuration: configuration)
             }
             (self.agent, self.local, self.store, self.device) = (nil, local, local, local.device)
         } catch {
@@ -122,7 +125,7 @@ struct Session {
     private static func open(
         _ location: StoreLocation, options: StoreOptions, configuration: DeviceConfiguration = DeviceConfiguration()
     ) throws(DataProtectionError) -> ProtectedStore {
-        var configuration = configuration
+        var configuration = withTPM(configuration)
         func attempt() throws(DataProtectionError) -> ProtectedStore {
             location.combined
                 ? try ProtectedStore(directory: location.data.deletingLastPathComponent(), clock: SystemClock.shared, configuration: configuration)
@@ -140,6 +143,16 @@ struct Session {
         }
         configuration.ownershipTimeout = options.wait.duration
         return try attempt()
+    }
+
+    /// `configuration` reaching the TPM named by `DPCTL_TPM_TCTI` (default `device:/dev/tpmrm0`),
+    /// for a device whose key is in a TPM.
+    static func withTPM(_ configuration: DeviceConfiguration) -> DeviceConfiguration {
+        var configuration = configuration
+        if let tcti = ProcessInfo.processInfo.environment["DPCTL_TPM_TCTI"], !tcti.isEmpty {
+            configuration.tpmTCTI = tcti
+        }
+        return configuration
     }
 
     /// Unlocks the device: a bare unlock without a passcode, else with the passcode
