@@ -51,6 +51,7 @@ extension ProtectedStore {
 /// The pieces of a protected file, as an `AsyncSequence` (see ``ProtectedFileSystem/chunks(atPath:chunkSize:)``).
 public struct ProtectedChunks: AsyncSequence, Sendable {
     public typealias Element = Data
+    /// Reading fails with the store's typed error.
     public typealias Failure = DataProtectionError
     let store: any ProtectedFileSystem
     let path: String
@@ -93,6 +94,7 @@ public struct ProtectedChunks: AsyncSequence, Sendable {
 /// The lines of a protected file, as an `AsyncSequence` (see ``ProtectedFileSystem/lines(atPath:)``).
 public struct ProtectedLines: AsyncSequence, Sendable {
     public typealias Element = String
+    /// Reading fails with the store's typed error.
     public typealias Failure = DataProtectionError
     let chunks: ProtectedChunks
 
