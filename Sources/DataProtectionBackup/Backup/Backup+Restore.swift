@@ -24,7 +24,7 @@ extension Backup {
         try RestoreStaging.recover(in: store)
         guard try RestoreStaging.isEmpty(store) else {
             throw DataProtectionError(.fileExists, "The target store is not empty: a backup restores only into an empty store.",
-                                      hint: "Restore into a new store (dpctl --store <new dir> init, then backup restore).")
+                                      hint: "Restore into a new store (dpctl init --store <new dir>, then dpctl backup restore --store <new dir> …).")
         }
         let decryptor = try AgeDecryptor(identities: identities, input: input)
         try store.createDirectory(atPath: RestoreStaging.tree, withIntermediateDirectories: true, protection: .none)
