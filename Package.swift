@@ -199,7 +199,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DataProtectionBackupTests",
-            dependencies: ["DataProtectionBackup", "DataProtection", "SodiumBridge"]
+            dependencies: ["DataProtectionBackup", "DataProtection", "DataProtectionSQLite", "SodiumBridge"]
         ),
         .testTarget(
             name: "DataProtectionAgentTests",

@@ -42,7 +42,7 @@ func run(_ executable: String, _ arguments: [String], input: URL? = nil, output:
     let errorPipe = Pipe(), outputPipe = Pipe()
     if let input { process.standardInput = try FileHandle(forReadingFrom: input) } else { process.standardInput = FileHandle.nullDevice }
     if let output {
-        FileManager.default.createFile(atPath: output.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         process.standardOutput = try FileHandle(forWritingTo: output)
     } else {
         process.standardOutput = outputPipe
