@@ -27,7 +27,11 @@ extension Backup {
                                       hint: "Restore into a new store (dpctl init --store <new dir>, then dpctl backup restore --store <new dir> …).")
         }
         let decryptor = try AgeDecryptor(identities: identities, input: input)
-        try store.createDirectory(atPath: RestoreStaging.tree, withIntermediateDirectories: true, protection: .none)
+        // The staging tree takes the target root's class: an entry without a class inherits
+        // what it would in the target (never a class lower than the root's).
+        let targetRootClass = try store.attributesOfItem(atPath: "/").protectionClass
+        try store.createDirectory(atPath: RestoreStaging.name, withIntermediateDirectories: false, protection: .none)
+        try store.createDirectory(atPath: RestoreStaging.tree, withIntermediateDirectories: false, protection: ProtectionChoice(targetRootClass))
         do throws(DataProtectionError) {
             let (summary, rootClass, itemsEntry) = try build(from: decryptor, into: store, progress: progress)
             if itemsEntry != nil && items == nil {
@@ -57,7 +61,13 @@ extension Backup {
         var seen: Set<String> = []
         var itemsEntry: Data?
         var contentBytes: UInt64 = 0
+        var first = true
         while let entry = try tar.next() {
+            if first, let name = tar.globalRecords[TarFormat.rootClassKey], let rootClass = ProtectionClass(rawValue: name) {
+                // Entries without a class inherit the archived root's, as they did in the source.
+                try store.setProtectionClass(rootClass, ofItemAtPath: RestoreStaging.tree)
+            }
+            first = false
             guard seen.insert(entry.path).inserted else { throw TarFormat.foreign("\(entry.path) appears twice") }
             guard entry.path != RestoreStaging.name, !entry.path.hasPrefix(RestoreStaging.name + "/") else {
                 throw TarFormat.foreign("the reserved name \(RestoreStaging.name)")
