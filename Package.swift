@@ -112,6 +112,7 @@ let package = Package(
             dependencies: [
                 "DataProtection",
                 "DataProtectionAgent",
+                "DataProtectionBackup",
                 "DataProtectionSQLite",
                 "SQLiteBridge",
                 "SodiumBridge",

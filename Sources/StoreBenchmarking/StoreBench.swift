@@ -25,6 +25,8 @@ package struct StoreBench: Sendable {
         package var sqlite: SQLiteWorkload?
         /// The figures through an agent (`dpctl bench --agent`), or `nil` to skip them.
         package var agent: AgentWorkload?
+        /// The backup figures (`dpctl bench --backup`), or `nil` to skip them.
+        package var backup: BackupWorkload?
         /// Whether the file, small-file and locking figures are measured (`false`: only the
         /// SQLite and agent rows asked for).
         package var fileRows = true
@@ -57,6 +59,7 @@ package struct StoreBench: Sendable {
             defer { scratch.remove() }
             rows += try agent.run(scratch, progress: progress)
         }
+        if let backup = options.backup { rows += backup.rows(try backup.measure(in: options.directory, progress: progress)) }
         return BenchReport(rows: rows, options: options)
     }
 

@@ -50,6 +50,13 @@ struct Bench: ParsableCommand {
           help: "Add the rows through an agent (served on a thread of this process, over its socket): put and get of --size, 4 KiB get and stat per second with 1 and 16 clients, each against the same work in process.")
     var agent = false
 
+    @Flag(name: .customLong("backup"),
+          help: "Add the backup rows: create and restore of a --size file against tar c | age -r and age -d | tar x of the same plaintext, and their peak resident memory (needs age and tar).")
+    var backup = false
+
+    @Flag(name: .customLong("backup-only"), help: "Only the backup rows (implies --backup).")
+    var backupOnly = false
+
     func validate() throws {
         guard size.bytes >= 1 << 14 else { throw ValidationError("--size must be at least 16KiB.") }
         guard sqliteScale >= 1, sqliteScale <= 1000 else { throw ValidationError("--sqlite-scale must be between 1 and 1000.") }
@@ -75,6 +82,8 @@ struct Bench: ParsableCommand {
                 options.sqlite = workload
             }
             if agent { options.agent = AgentWorkload(size: size.bytes, rounds: rounds) }
+            if backup || backupOnly { options.backup = BackupWorkload(size: size.bytes, rounds: rounds) }
+            if backupOnly { options.fileRows = false }
             let quiet = quiet
             let bench = StoreBench(options: options) { line in
                 guard !quiet else { return }
