@@ -129,6 +129,82 @@ struct BackupCommandTests {
         #expect(try agent.fixture.run(["sql", "db.sqlite", "SELECT count(*) FROM t"], passcode: nil, extra: second).standardOutput == "3\n")
     }
 
+    @Test("to standard output and back from standard input; a flipped byte: verify and restore exit 21 and the target stays empty")
+    func pipesAndTampering() throws {
+        let fixture = try StoreFixture()
+        try fixture.initialize()
+        let file = try fixture.localFile("f", deterministicBytes(count: 300_000))
+        #expect(try fixture.run(["put", file.path, "f", "--class", "complete"]).status == 0)
+        let (identity, recipient) = try Self.keyPair(in: fixture)
+        let archive = fixture.directory.appendingPathComponent("piped.age")
+        let created = try fixture.run(["backup", "create", "-r", recipient], outputFile: archive)
+        #expect(created.status == 0, "\(created.standardError)")
+        var bytes = try Data(contentsOf: archive)
+        let second = Self.secondStore(fixture)
+        #expect(try fixture.run(["init"], passcode: "5678", extra: second).status == 0)
+        bytes[bytes.count - 70_000] ^= 0x04
+        let tampered = try fixture.localFile("tampered.age", bytes)
+        #expect(try fixture.run(["backup", "verify", tampered.path, "-i", identity.path], passcode: nil).status == 21)
+        let refused = try fixture.run(["backup", "restore", "-", "-i", identity.path], passcode: "5678", input: tampered, extra: second)
+        #expect(refused.status == 21, "\(refused.standardError)")
+        #expect(try fixture.run(["ls"], passcode: "5678", extra: second).standardOutput.isEmpty)
+        let restored = try fixture.run(["backup", "restore", "-", "-i", identity.path], passcode: "5678", input: archive, extra: second)
+        #expect(restored.status == 0, "\(restored.standardError)")
+        let out = fixture.directory.appendingPathComponent("f-restored")
+        #expect(try fixture.run(["get", "f", "-o", out.path], passcode: "5678", extra: second).status == 0)
+        #expect(try Data(contentsOf: out) == deterministicBytes(count: 300_000))
+    }
+
+    @Test("backup while another process writes (one transaction per command, both tables together): every archive holds a consistent database")
+    func concurrentWriter() throws {
+        let fixture = try StoreFixture()
+        try fixture.initialize()
+        #expect(try fixture.run(["sql", "pair.db", "--create", "--class", "complete",
+                                 "PRAGMA journal_mode=WAL; CREATE TABLE a(v); CREATE TABLE b(v); INSERT INTO a VALUES (0); INSERT INTO b VALUES (0);"]).status == 0)
+        let writer = Process()
+        writer.executableURL = URL(fileURLWithPath: "/bin/sh")
+        let stop = fixture.directory.appendingPathComponent("stop")
+        writer.arguments = ["-c", "while [ ! -e '\(stop.path)' ]; do '\(DPCtlRunner.executable.path)' sql pair.db 'BEGIN; UPDATE a SET v = v + 1; UPDATE b SET v = v + 1; COMMIT;' >/dev/null 2>&1; done"]
+        writer.environment = fixture.environment(passcode: "1234")
+        writer.standardOutput = FileHandle.nullDevice
+        writer.standardError = FileHandle.nullDevice
+        try writer.run()
+        defer {
+            // The loop ends after its current command: nothing is left running.
+            _ = FileManager.default.createFile(atPath: stop.path, contents: nil)
+            writer.waitUntilExit()
+        }
+        let (identity, recipient) = try Self.keyPair(in: fixture)
+        var seen: Set<String> = []
+        for round in 0..<3 {
+            usleep(300_000)
+            let archive = fixture.directory.appendingPathComponent("c\(round).age")
+            let created = try fixture.run(["backup", "create", "-r", recipient, "-o", archive.path])
+            #expect(created.status == 0, "\(created.standardError)")
+            let target = ["DPCTL_STORE": fixture.directory.appendingPathComponent("c\(round)").path,
+                          "DPCTL_DEVICE": fixture.directory.appendingPathComponent("c\(round)-device").path]
+            #expect(try fixture.run(["init"], extra: target).status == 0)
+            #expect(try fixture.run(["backup", "restore", archive.path, "-i", identity.path], extra: target).status == 0)
+            let values = try fixture.run(["sql", "pair.db", "SELECT (SELECT v FROM a), (SELECT v FROM b)"], extra: target).standardOutput
+            let pair = values.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "|")
+            #expect(pair.count == 2 && pair[0] == pair[1], "round \(round): \(values)")
+            seen.insert(values)
+        }
+        print("concurrent writer: the archives held \(seen.sorted())")
+    }
+
+    @Test("dpctl bench --backup-only: create and restore of 256 MiB measured against tar | age; each adds at most 64 MiB to its process's peak resident set")
+    func memory() throws {
+        let result = try DPCtlRunner.run(["bench", "--backup-only", "--size", "256MiB", "--rounds", "1", "--json", "--quiet"])
+        #expect(result.status == 0, "\(result.standardError)")
+        let rows = try #require(try result.json()["rows"] as? [[String: Any]])
+        #expect(rows.count == 3)
+        for row in rows.prefix(2) { #expect((row["ratio"] as? Double ?? 0) > 0, "\(row)") }
+        let memory = try #require(rows.last)
+        #expect(memory["met"] as? Bool == true, "\(memory)")
+        print("backup bench (debug build): \(rows.map { "\($0["what"] ?? "") \($0["store"] ?? "") vs \($0["baseline"] ?? "")" })")
+    }
+
     @Test("kill harness: a restore killed at random instants leaves the target empty or complete")
     func killedRestore() throws {
         let fixture = try StoreFixture()

@@ -106,21 +106,31 @@ final class AgeDecryptor {
     }
 }
 
-/// Plaintext of an ``AgeDecryptor`` as a byte stream of exact reads (for the tar reader).
+/// Plaintext of an ``AgeDecryptor`` as a byte stream of exact reads (for the tar reader),
+/// its chunks decrypted on a thread of their own (``BackgroundPipe``) while the caller stores them.
 final class AgePlaintextReader {
-    private let decryptor: AgeDecryptor
+    private let pipe: BackgroundPipe
     private var chunk = Data()
     private var offset = 0
+    /// Plaintext bytes handed out so far.
+    private(set) var consumed: UInt64 = 0
 
-    init(_ decryptor: AgeDecryptor) { self.decryptor = decryptor }
+    init(_ decryptor: AgeDecryptor) {
+        let box = DecryptorBox(decryptor)
+        pipe = BackgroundPipe.producing { () throws(DataProtectionError) -> Data? in try box.decryptor.nextChunk() }
+    }
+
+    /// Stops the decrypting thread and waits for it (call before the input is closed).
+    func close() { pipe.cancel() }
 
     /// Up to `count` bytes; fewer only at the end of the payload.
     func read(_ count: Int) throws(DataProtectionError) -> Data {
         var result = Data()
+        result.reserveCapacity(count)
         while result.count < count {
             if offset == chunk.count {
                 chunk.resetBytes(in: 0..<chunk.count)
-                guard let next = try decryptor.nextChunk() else { break }
+                guard let next = try pipe.receive() else { break }
                 chunk = next
                 offset = 0
                 continue
@@ -129,6 +139,7 @@ final class AgePlaintextReader {
             result.append(chunk[(chunk.startIndex + offset)..<(chunk.startIndex + offset + take)])
             offset += take
         }
+        consumed += UInt64(result.count)
         return result
     }
 
@@ -136,7 +147,14 @@ final class AgePlaintextReader {
     func drain() throws(DataProtectionError) -> Int {
         var count = chunk.count - offset
         offset = chunk.count
-        while let next = try decryptor.nextChunk() { count += next.count }
+        while let next = try pipe.receive() { count += next.count }
         return count
     }
+}
+
+/// Hands the decryptor to the decrypting thread: from then on only that thread uses it,
+/// until ``AgePlaintextReader/close()`` has joined it.
+private final class DecryptorBox: @unchecked Sendable {
+    let decryptor: AgeDecryptor
+    init(_ decryptor: AgeDecryptor) { self.decryptor = decryptor }
 }

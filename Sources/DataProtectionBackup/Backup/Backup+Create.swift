@@ -41,11 +41,48 @@ extension Backup {
         let itemsEntry = try items?.exportMigratableItems()
 
         let encryptor = try AgeEncryptor(recipients: recipients, output: output)
+        // age's encryption and the output run on a thread of their own, the store's reads on this one.
+        let box = EncryptorBox(encryptor)
+        let pipe = BackgroundPipe.consuming { (data: Data) throws(DataProtectionError) in try box.encryptor.write(data) }
+        do throws(DataProtectionError) {
+            let summary = try archive(entries, of: store, rootClass: rootClass, itemsEntry: itemsEntry, into: pipe, progress: progress)
+            try pipe.finish()
+            try encryptor.finish()
+            progress(encryptor.written)
+            return BackupSummary(entries: summary.entries, archiveBytes: encryptor.written, contentBytes: summary.contentBytes,
+                                 recipientTypes: recipients.map { $0.isPassphrase ? "scrypt" : "X25519" })
+        } catch {
+            pipe.cancel()
+            throw error
+        }
+    }
+
+    /// Writes the tar stream of `entries` into `pipe`, in pieces of about 1 MiB.
+    private static func archive(
+        _ entries: [(path: String, attributes: ProtectedItemAttributes)], of store: some ProtectedFileSystem, rootClass: ProtectionClass?,
+        itemsEntry: Data?, into pipe: BackgroundPipe, progress: @escaping (UInt64) -> Void
+    ) throws(DataProtectionError) -> (entries: [BackupEntry], contentBytes: UInt64) {
         var written: [BackupEntry] = []
         var contentBytes: UInt64 = 0
+        var batch = Data()
+        var sent: UInt64 = 0
+        func flush() throws(DataProtectionError) {
+            guard !batch.isEmpty else { return }
+            sent += UInt64(batch.count)
+            try pipe.send(batch)
+            batch = Data()
+            progress(sent)
+        }
         let tar = PaxTarWriter { (data: Data) throws(DataProtectionError) in
-            try encryptor.write(data)
-            progress(encryptor.written)
+            if data.count >= pieceSize / 2 {
+                try flush()
+                sent += UInt64(data.count)
+                try pipe.send(data)
+                progress(sent)
+            } else {
+                batch.append(data)
+                if batch.count >= pieceSize { try flush() }
+            }
         }
         try tar.globalHeader(rootClass: rootClass)
         for (path, attributes) in entries {
@@ -86,10 +123,8 @@ extension Backup {
             written.append(BackupEntry(path: itemsEntryPath, kind: .items, size: UInt64(itemsEntry.count), protectionClass: .complete))
         }
         try tar.finish()
-        try encryptor.finish()
-        progress(encryptor.written)
-        return BackupSummary(entries: written, archiveBytes: encryptor.written, contentBytes: contentBytes,
-                             recipientTypes: recipients.map { $0.isPassphrase ? "scrypt" : "X25519" })
+        try flush()
+        return (written, contentBytes)
     }
 
     /// Every directory and file below `directory`, parents before children, names sorted.
@@ -104,4 +139,11 @@ extension Backup {
             if attributes.type == .directory { try walk(path, in: store, into: &entries) }
         }
     }
+}
+
+/// Hands the encryptor to the encrypting thread: from then on only that thread uses it,
+/// until ``BackgroundPipe/finish()`` or ``BackgroundPipe/cancel()`` has joined it.
+private final class EncryptorBox: @unchecked Sendable {
+    let encryptor: AgeEncryptor
+    init(_ encryptor: AgeEncryptor) { self.encryptor = encryptor }
 }

@@ -52,9 +52,10 @@ extension Backup {
         from decryptor: AgeDecryptor, into store: some ProtectedFileSystem, progress: @escaping (UInt64) -> Void
     ) throws(DataProtectionError) -> (BackupSummary, ProtectionClass?, Data?) {
         let plaintext = AgePlaintextReader(decryptor)
+        defer { plaintext.close() }
         let tar = PaxTarReader { (count: Int) throws(DataProtectionError) -> Data in
             let data = try plaintext.read(count)
-            progress(decryptor.consumed)
+            progress(plaintext.consumed)
             return data
         }
         var entries: [BackupEntry] = []
@@ -124,6 +125,7 @@ extension Backup {
         if let format = tar.globalRecords[TarFormat.formatKey], format != "1" {
             throw TarFormat.foreign("backup format \(format) (this DataProtection reads format 1)")
         }
+        plaintext.close()
         let summary = BackupSummary(entries: entries, archiveBytes: decryptor.consumed, contentBytes: contentBytes,
                                     recipientTypes: decryptor.stanzaTypes)
         return (summary, rootClass, itemsEntry)

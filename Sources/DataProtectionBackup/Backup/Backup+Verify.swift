@@ -12,9 +12,10 @@ extension Backup {
     ) throws(DataProtectionError) -> BackupSummary {
         let decryptor = try AgeDecryptor(identities: identities, input: input)
         let plaintext = AgePlaintextReader(decryptor)
+        defer { plaintext.close() }
         let tar = PaxTarReader { (count: Int) throws(DataProtectionError) -> Data in
             let data = try plaintext.read(count)
-            progress(decryptor.consumed)
+            progress(plaintext.consumed)
             return data
         }
         var entries: [BackupEntry] = []
@@ -30,6 +31,7 @@ extension Backup {
             if entry.kind == .file { contentBytes += entry.size }
             while try !tar.content(upTo: pieceSize).isEmpty {}
         }
+        plaintext.close()
         return BackupSummary(entries: entries, archiveBytes: decryptor.consumed, contentBytes: contentBytes,
                              recipientTypes: decryptor.stanzaTypes)
     }
