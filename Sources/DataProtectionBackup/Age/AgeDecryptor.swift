@@ -143,6 +143,21 @@ final class AgePlaintextReader {
         return result
     }
 
+    /// Up to `count` bytes, at most the rest of the current chunk (no copy when that is the
+    /// whole chunk); empty only at the end of the payload.
+    func readAvailable(upTo count: Int) throws(DataProtectionError) -> Data {
+        if offset == chunk.count {
+            guard let next = try pipe.receive() else { return Data() }
+            chunk = next
+            offset = 0
+        }
+        let take = min(count, chunk.count - offset)
+        let piece = offset == 0 && take == chunk.count ? chunk : Data(chunk[(chunk.startIndex + offset)..<(chunk.startIndex + offset + take)])
+        offset += take
+        consumed += UInt64(take)
+        return piece
+    }
+
     /// Reads the payload to its end (the last chunk, authenticated).
     func drain() throws(DataProtectionError) -> Int {
         var count = chunk.count - offset

@@ -27,13 +27,21 @@ public struct BackupEntry: Sendable, Hashable, Codable {
 /// extensions, paths that would escape the store (absolute, `..`) and absurd sizes.
 final class PaxTarReader {
     private let read: (Int) throws(DataProtectionError) -> Data
+    /// Up to n bytes as they come (less than n is not the end); empty only at the end.
+    private let readAvailable: (Int) throws(DataProtectionError) -> Data
     private var remaining: UInt64 = 0
     private var padding = 0
     private var finished = false
     /// The records of the global pax headers seen so far.
     private(set) var globalRecords: [String: String] = [:]
 
-    init(_ read: @escaping (Int) throws(DataProtectionError) -> Data) { self.read = read }
+    /// Exact reads from `read`; file content from `readAvailable` when given (pieces as they
+    /// come, e.g. one age chunk each, without gathering them).
+    init(_ read: @escaping (Int) throws(DataProtectionError) -> Data,
+         readAvailable: ((Int) throws(DataProtectionError) -> Data)? = nil) {
+        self.read = read
+        self.readAvailable = readAvailable ?? read
+    }
 
     private func exactly(_ count: Int) throws(DataProtectionError) -> Data {
         let data = try read(count)
@@ -115,7 +123,8 @@ final class PaxTarReader {
     /// Up to `count` bytes of the current file's content; empty when it is all read.
     func content(upTo count: Int) throws(DataProtectionError) -> Data {
         guard remaining > 0 else { return Data() }
-        let piece = try exactly(Int(min(UInt64(count), remaining)))
+        let piece = try readAvailable(Int(min(UInt64(count), remaining)))
+        guard !piece.isEmpty else { throw TarFormat.foreign("it ends inside an entry") }
         remaining -= UInt64(piece.count)
         return piece
     }
