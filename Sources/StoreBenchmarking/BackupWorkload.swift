@@ -34,65 +34,104 @@ package struct BackupWorkload: Sendable {
         FileManager.default.isExecutableFile(atPath: "/usr/bin/age") && FileManager.default.isExecutableFile(atPath: "/usr/bin/tar")
     }
 
+    /// A source store holding the file, the same plaintext as a local tree, and a key pair:
+    /// each step of the comparison, runnable alone (`Benchmarks/`) or in rounds (``measure(in:progress:)``).
+    package final class Prepared: @unchecked Sendable {
+        let parent: URL?
+        let source: BenchScratch
+        let plain: URL
+        let identity: AgeIdentity
+        let keyFile: URL
+        let ours: URL
+        let theirs: URL
+
+        init(size: Int, in parent: URL?) throws {
+            self.parent = parent
+            source = try BenchScratch(in: parent)
+            plain = source.directory.appendingPathComponent("raw/plain")
+            try FileManager.default.createDirectory(at: plain.appendingPathComponent("backup"), withIntermediateDirectories: true)
+            let plainFile = plain.appendingPathComponent("backup/data")
+            try AgentWorkload.makeSource(at: plainFile, size: size)
+            let input = try FileDescriptor.open(FilePath(plainFile.path), .readOnly)
+            defer { try? input.close() }
+            var buffer = [UInt8](repeating: 0, count: 1 << 20)
+            try source.store.write(to: "backup/data", protection: .completeUntilFirstUserAuthentication, exclusive: false) { () throws -> Data? in
+                let count = try buffer.withUnsafeMutableBytes { try input.read(into: $0) }
+                return count == 0 ? nil : Data(buffer[0..<count])
+            }
+            let identity = AgeIdentity.generate(), keyFile = source.rawPath("key.txt")
+            if let line = identity.identityFileLine {
+                try line.bytes.withUnsafeBytes { try Data($0).write(to: keyFile) }
+                chmod(keyFile.path, 0o600)
+            }
+            self.identity = identity
+            self.keyFile = keyFile
+            ours = source.rawPath("ours.age")
+            theirs = source.rawPath("theirs.age")
+        }
+
+        /// `Backup.create` of the source store into a local file.
+        package func create() throws {
+            let output = try FileDescriptor.open(FilePath(ours.path), .writeOnly, options: [.create, .truncate], permissions: [.ownerReadWrite])
+            defer { try? output.close() }
+            try Backup.create(of: source.store, device: source.store.device, to: .fileDescriptor(output), recipients: [identity.recipient!])
+        }
+
+        /// `Backup.restore` of the last ``create()``'s archive into a new empty store (made before
+        /// `body`'s clock starts, removed after).
+        package func restore(timing body: (() throws -> Void) throws -> Void) throws {
+            let target = try BenchScratch(in: parent)
+            defer { target.remove() }
+            let archive = try FileDescriptor.open(FilePath(ours.path), .readOnly)
+            defer { try? archive.close() }
+            try body { try Backup.restore(from: .fileDescriptor(archive), identities: [self.identity], into: target.store) }
+        }
+
+        /// The baseline `tar c | age -r` of the same plaintext.
+        package func tarAge() throws {
+            try BackupWorkload.shell("tar -c -C '\(plain.path)' . | age -r \(identity.recipient!) > '\(theirs.path)'")
+        }
+
+        /// The baseline `age -d | tar x` of the last ``tarAge()``'s archive into a new directory.
+        package func ageTar() throws {
+            let out = source.directory.appendingPathComponent("raw/extracted-\(UUID().uuidString.prefix(8))")
+            try FileManager.default.createDirectory(at: out, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: out) }
+            try BackupWorkload.shell("age -d -i '\(keyFile.path)' '\(theirs.path)' | tar -x -C '\(out.path)'")
+        }
+
+        /// Deletes everything.
+        package func remove() { source.remove() }
+    }
+
+    /// The source store and plaintext of the comparison, in a scratch directory under `parent`.
+    package func prepare(in parent: URL?) throws -> Prepared {
+        try Prepared(size: size, in: parent)
+    }
+
     /// Runs the rounds in a scratch directory under `parent`.
     package func measure(in parent: URL?, progress: (String) -> Void) throws -> Figures {
-        let source = try BenchScratch(in: parent)
-        defer { source.remove() }
-        let plain = source.directory.appendingPathComponent("raw/plain")
-        try FileManager.default.createDirectory(at: plain.appendingPathComponent("backup"), withIntermediateDirectories: true)
-        let plainFile = plain.appendingPathComponent("backup/data")
-        try AgentWorkload.makeSource(at: plainFile, size: size)
-        let input = try FileDescriptor.open(FilePath(plainFile.path), .readOnly)
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        try source.store.write(to: "backup/data", protection: .completeUntilFirstUserAuthentication, exclusive: false) { () throws -> Data? in
-            let count = try buffer.withUnsafeMutableBytes { try input.read(into: $0) }
-            return count == 0 ? nil : Data(buffer[0..<count])
-        }
-        try input.close()
-
-        let identity = AgeIdentity.generate()
-        let recipient = identity.recipient!
-        let keyFile = source.rawPath("key.txt")
-        if let line = identity.identityFileLine {
-            try line.bytes.withUnsafeBytes { try Data($0).write(to: keyFile) }
-            chmod(keyFile.path, 0o600)
-        }
-        let ours = source.rawPath("ours.age"), theirs = source.rawPath("theirs.age")
+        let prepared = try prepare(in: parent)
+        defer { prepared.remove() }
         var create: [Duration] = [], tarAge: [Duration] = [], restore: [Duration] = [], ageTar: [Duration] = []
         var createPeak: Int?, restorePeak: Int?
         for round in 0..<rounds {
             progress("backup of \(size >> 20) MiB, round \(round + 1) of \(rounds)")
             for oursFirst in round % 2 == 0 ? [true, false] : [false, true] {
                 if oursFirst {
-                    let output = try FileDescriptor.open(FilePath(ours.path), .writeOnly, options: [.create, .truncate], permissions: [.ownerReadWrite])
                     let before = PeakMemory.resident
                     PeakMemory.resetPeak()
-                    create.append(try StoreBenchmarking.measure {
-                        try Backup.create(of: source.store, device: source.store.device, to: .fileDescriptor(output), recipients: [recipient])
-                    })
+                    create.append(try StoreBenchmarking.measure { try prepared.create() })
                     if let before, let peak = PeakMemory.peak { createPeak = max(createPeak ?? 0, peak - before) }
-                    try output.close()
-
-                    let target = try BenchScratch(in: parent)
-                    defer { target.remove() }
-                    let archive = try FileDescriptor.open(FilePath(ours.path), .readOnly)
-                    let beforeRestore = PeakMemory.resident
-                    PeakMemory.resetPeak()
-                    restore.append(try StoreBenchmarking.measure {
-                        try Backup.restore(from: .fileDescriptor(archive), identities: [identity], into: target.store)
-                    })
-                    if let beforeRestore, let peak = PeakMemory.peak { restorePeak = max(restorePeak ?? 0, peak - beforeRestore) }
-                    try archive.close()
+                    try prepared.restore { restoring in
+                        let beforeRestore = PeakMemory.resident
+                        PeakMemory.resetPeak()
+                        restore.append(try StoreBenchmarking.measure { try restoring() })
+                        if let beforeRestore, let peak = PeakMemory.peak { restorePeak = max(restorePeak ?? 0, peak - beforeRestore) }
+                    }
                 } else {
-                    tarAge.append(try StoreBenchmarking.measure {
-                        try Self.shell("tar -c -C '\(plain.path)' . | age -r \(recipient) > '\(theirs.path)'")
-                    })
-                    let out = source.directory.appendingPathComponent("raw/extracted-\(round)")
-                    try FileManager.default.createDirectory(at: out, withIntermediateDirectories: true)
-                    ageTar.append(try StoreBenchmarking.measure {
-                        try Self.shell("age -d -i '\(keyFile.path)' '\(theirs.path)' | tar -x -C '\(out.path)'")
-                    })
-                    try? FileManager.default.removeItem(at: out)
+                    tarAge.append(try StoreBenchmarking.measure { try prepared.tarAge() })
+                    ageTar.append(try StoreBenchmarking.measure { try prepared.ageTar() })
                 }
             }
         }
@@ -117,7 +156,7 @@ package struct BackupWorkload: Sendable {
         ]
     }
 
-    private static func shell(_ command: String) throws {
+    static func shell(_ command: String) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", "set -e; " + command]
