@@ -124,6 +124,25 @@ struct BackupTamperTests {
         }
     }
 
+    @Test("an entry without a class (another tar writer) takes the class it would inherit in the target, never a lower one")
+    func entryWithoutClass() throws {
+        try withScratch { root in
+            let identity = AgeIdentity.generate()
+            let target = try makeStore(in: root, name: "target")
+            try target.setProtectionClass(.complete, ofItemAtPath: "/")
+            let file = try archive(identity, root: root) { (tar: PaxTarWriter) throws in
+                var sent = false
+                try tar.file("plain", size: 5, protectionClass: nil, modificationTime: 0) { () throws(DataProtectionError) -> Data? in
+                    defer { sent = true }
+                    return sent ? nil : Data("plain".utf8)
+                }
+            }
+            try restore(file, into: target, identities: [identity])
+            #expect(try target.attributesOfItem(atPath: "plain").protectionClass == .complete)
+            #expect(try target.attributesOfItem(atPath: "/").protectionClass == .complete)
+        }
+    }
+
     @Test("a restore cut before its commit mark leaves the target empty at the next opening; one cut after it is completed")
     func interrupted() throws {
         try withScratch { root in

@@ -15,7 +15,7 @@ public struct AgeIdentity: Sendable, CustomStringConvertible {
     /// The identities of an identity file (age's `-i`): `AGE-SECRET-KEY-1…` lines; empty
     /// lines and lines starting with `#` are ignored.
     ///
-    /// - Throws: ``DataProtectionError/Code/invalidArgument`` for any other line (the line is not shown).
+    /// - Throws: `invalidArgument` for any other line (the line is not shown).
     public static func identities(inFile contents: Passcode) throws(DataProtectionError) -> [AgeIdentity] {
         var identities: [AgeIdentity] = []
         // The file's bytes are secret: parsed line by line in secure memory.

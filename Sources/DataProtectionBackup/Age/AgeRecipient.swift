@@ -17,7 +17,7 @@ public struct AgeRecipient: Sendable, CustomStringConvertible {
 
     /// The recipient of an `age1…` public key (Bech32, as `age-keygen` prints it).
     ///
-    /// - Throws: ``DataProtectionError/Code/invalidArgument`` for anything else.
+    /// - Throws: `invalidArgument` for anything else.
     public init(_ text: String) throws(DataProtectionError) {
         guard let (hrp, data) = Bech32.decode(text), hrp == "age", data.count == X25519.keyByteCount, text == text.lowercased() else {
             throw DataProtectionError(.invalidArgument, "\(text.prefix(80)) is not an age X25519 recipient (age1…).",

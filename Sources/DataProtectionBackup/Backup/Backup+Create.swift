@@ -11,6 +11,10 @@ extension Backup {
     /// it meanwhile); through an agent, see `Keys/backup-format.md`, "One instant".
     ///
     /// - Parameters:
+    ///   - store: the store to back up, in this process or through an agent.
+    ///   - device: its device, whose class keys are checked before anything is written.
+    ///   - output: where the archive goes.
+    ///   - recipients: who can open it: X25519 recipients, or one passphrase.
     ///   - items: the store's items (``BackupItemSource``), `nil` for none.
     ///   - progress: called with the bytes of the archive written so far.
     /// - Returns: the entries written.

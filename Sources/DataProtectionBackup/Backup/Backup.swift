@@ -6,7 +6,7 @@ import Foundation
 /// is a POSIX pax tar of the store's tree, each entry's protection class in a pax header.
 ///
 /// Every operation streams with constant memory (one 64 KiB chunk and one 1 MiB piece at a
-/// time) and works on any ``ProtectedFileSystem``: a ``ProtectedStore`` in this process or
+/// time) and works on any `ProtectedFileSystem`: a `ProtectedStore` in this process or
 /// an `AgentStore` through the agent.
 public enum Backup {
     /// Pieces read from and written to the store.
