@@ -60,6 +60,34 @@ struct AgeInteropTests {
         }
     }
 
+    @Test("the age reader alone: a cut at every chunk boundary, a byte after the last chunk and every chunk's flipped byte are integrityFailure")
+    func streamEnd() throws {
+        try withScratch { root in
+            let identity = AgeIdentity.generate()
+            let archive = root.appendingPathComponent("s.age")
+            try encrypt(Random.bytes(count: 3 * 65_536 + 100), to: [identity.recipient!], into: archive)
+            let bytes = try Data(contentsOf: archive)
+            let marker = try #require(bytes.range(of: Data("\n--- ".utf8)))
+            let payload = bytes[marker.upperBound...].firstIndex(of: UInt8(ascii: "\n"))! + 1 + 16
+            var damaged: [(String, Data)] = [("a byte after the end", bytes + Data([0]))]
+            for chunk in 0...3 {
+                let start = payload + chunk * AgeFormat.sealedChunkByteCount
+                if chunk > 0 { damaged.append(("cut before chunk \(chunk)", bytes.prefix(start))) }
+                var flipped = bytes
+                flipped[min(start + 100, bytes.count - 1)] ^= 1
+                damaged.append(("chunk \(chunk) flipped", flipped))
+            }
+            for (what, data) in damaged {
+                let file = root.appendingPathComponent("damaged.age")
+                try data.write(to: file)
+                #expect(throws: DataProtectionError.self, "\(what)") { try decrypt(file, with: [identity]) }
+                do { _ = try decrypt(file, with: [identity]) } catch let error as DataProtectionError {
+                    #expect(error.code == .integrityFailure, "\(what): \(error)")
+                }
+            }
+        }
+    }
+
     @Test("our identity file and age1 recipient are age-keygen's: age-keygen -y derives the same recipient")
     func keyEncoding() throws {
         try withScratch { root in
