@@ -55,8 +55,13 @@ package struct BackupWorkload: Sendable {
             let input = try FileDescriptor.open(FilePath(plainFile.path), .readOnly)
             defer { try? input.close() }
             var buffer = [UInt8](repeating: 0, count: 1 << 20)
-            try source.store.write(to: "backup/data", protection: .completeUntilFirstUserAuthentication, exclusive: false) { () throws -> Data? in
-                let count = try buffer.withUnsafeMutableBytes { try input.read(into: $0) }
+            try source.store.write(to: "backup/data", protection: .completeUntilFirstUserAuthentication, exclusive: false) { () throws(DataProtectionError) -> Data? in
+                let count: Int
+                do {
+                    count = try buffer.withUnsafeMutableBytes { try input.read(into: $0) }
+                } catch {
+                    throw DataProtectionError(.ioFailure, "Cannot read \(plainFile.path): \(error).")
+                }
                 return count == 0 ? nil : Data(buffer[0..<count])
             }
             let identity = AgeIdentity.generate(), keyFile = source.rawPath("key.txt")

@@ -93,7 +93,8 @@ extension Backup {
                 try createParents(of: staged, in: store)
                 var failure: DataProtectionError?
                 do {
-                    try store.write(to: staged, protection: choice, exclusive: true) { () -> Data? in
+                    // The source's own failure (a chunk that does not authenticate) wins over the store's report of it.
+                    try store.write(to: staged, protection: choice, exclusive: true) { () throws(DataProtectionError) -> Data? in
                         do throws(DataProtectionError) {
                             let piece = try tar.content(upTo: pieceSize)
                             return piece.isEmpty ? nil : piece
@@ -102,10 +103,8 @@ extension Backup {
                             throw error
                         }
                     }
-                } catch let error as DataProtectionError {
-                    throw failure ?? error
                 } catch {
-                    throw failure ?? DataProtectionError(.ioFailure, "Cannot restore \(entry.path): \(error).")
+                    throw failure ?? Self.dataProtectionError(error, restoring: entry.path)
                 }
                 contentBytes += entry.size
             case .items:
@@ -133,6 +132,12 @@ extension Backup {
         let summary = BackupSummary(entries: entries, archiveBytes: decryptor.consumed, contentBytes: contentBytes,
                                     recipientTypes: decryptor.stanzaTypes)
         return (summary, rootClass, itemsEntry)
+    }
+
+    /// `error` as the store reported it (typed already where `write(to:from:)` throws
+    /// `DataProtectionError`; otherwise `ioFailure` naming it).
+    private static func dataProtectionError(_ error: any Error, restoring path: String) -> DataProtectionError {
+        (error as? DataProtectionError) ?? DataProtectionError(.ioFailure, "Cannot restore \(path): \(error).")
     }
 
     /// Makes the missing parents of `path` (archives not written by dpctl may omit them).
