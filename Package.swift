@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "DataProtectionSQLite", targets: ["DataProtectionSQLite"]),
         .library(name: "DataProtectionGRDB", targets: ["DataProtectionGRDB"]),
         .library(name: "DataProtectionAgent", targets: ["DataProtectionAgent"]),
+        .library(name: "DataProtectionBackup", targets: ["DataProtectionBackup"]),
         .library(name: "DataProtectionScenarios", targets: ["DataProtectionScenarios"]),
         .library(name: "DataProtectionScenarioTesting", targets: ["DataProtectionScenarioTesting"]),
         .executable(name: "dpctl", targets: ["dpctl"]),
@@ -95,6 +96,11 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Backups of a whole store in the age format (age v1 + pax tar), over any ProtectedFileSystem.
+        .target(
+            name: "DataProtectionBackup",
+            dependencies: ["DataProtection", "SodiumBridge", .product(name: "SystemPackage", package: "swift-system")]
+        ),
         // Protected SQLite databases: the store as SQLite's file system (`ProtectedDatabase`).
         .target(
             name: "DataProtectionSQLite",
@@ -132,6 +138,7 @@ let package = Package(
                 "DataProtection",
                 "TPMBridge",
                 "DataProtectionAgent",
+                "DataProtectionBackup",
                 "DataProtectionSQLite",
                 "DBusBridge",
                 "SQLiteBridge",
@@ -145,6 +152,7 @@ let package = Package(
                 "CFreedMemoryWiping",
                 "DataProtection",
                 "DataProtectionAgent",
+                "DataProtectionBackup",
                 "DataProtectionScenarios",
                 "DataProtectionSQLite",
                 "SodiumBridge",
@@ -224,6 +232,10 @@ let package = Package(
             name: "DataProtectionSQLiteTests",
             dependencies: ["DataProtectionSQLite", "DataProtectionGRDB", "DataProtection", "SQLiteBridge", "DataProtectionScenarios",
                            .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        .testTarget(
+            name: "DataProtectionBackupTests",
+            dependencies: ["DataProtectionBackup", "DataProtection", "DataProtectionSQLite", "SodiumBridge"]
         ),
         .testTarget(
             name: "DataProtectionAgentTests",

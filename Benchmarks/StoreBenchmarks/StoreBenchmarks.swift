@@ -15,6 +15,18 @@ let smallFiles = Int(environment["BENCH_SMALL_FILES"] ?? "") ?? 10_000
 let handleCount = Int(environment["BENCH_HANDLES"] ?? "") ?? 1000
 let sqliteScale = max(1, Int(environment["BENCH_SQLITE_SCALE"] ?? "") ?? 1)
 
+/// The backup comparison's source store and plaintext (BENCH_SIZE_MIB), created on first use.
+final class BackupFixture: @unchecked Sendable {
+    static let shared = BackupFixture()
+    let prepared: BackupWorkload.Prepared
+
+    private init() {
+        prepared = try! BackupWorkload(size: sizeMiB << 20, rounds: 1).prepare(in: nil)
+        try! prepared.create()
+        try! prepared.tarAge()
+    }
+}
+
 /// State shared by the benchmarks of one run, created on first use.
 final class Fixture: @unchecked Sendable {
     static let shared = Fixture()
@@ -48,6 +60,25 @@ let benchmarks: @Sendable () -> Void = {
         warmupIterations: 0, maxDuration: .seconds(60), maxIterations: 3)
 
     let mib = "\(sizeMiB) MiB"
+
+    // MARK: Backups (issue 37): against tar and the real age, on the same plaintext
+
+    Benchmark("Backup create \(mib): store to an age archive", configuration: sequential) { benchmark in
+        try BackupFixture.shared.prepared.create()
+    }
+    Benchmark("Backup create \(mib): baseline tar c | age -r", configuration: sequential) { benchmark in
+        try BackupFixture.shared.prepared.tarAge()
+    }
+    Benchmark("Backup restore \(mib): age archive into an empty store", configuration: sequential) { benchmark in
+        try BackupFixture.shared.prepared.restore { restoring in
+            benchmark.startMeasurement()
+            try restoring()
+            benchmark.stopMeasurement()
+        }
+    }
+    Benchmark("Backup restore \(mib): baseline age -d | tar x", configuration: sequential) { benchmark in
+        try BackupFixture.shared.prepared.ageTar()
+    }
 
     // MARK: Sequential
 

@@ -31,6 +31,8 @@ package struct StoreBench: Sendable {
         package var items: ItemsWorkload?
         /// Unlock with a TPM device key against the file one (`dpctl bench --tpm`), or `nil` to skip it.
         package var tpm: TPMWorkload?
+        /// The backup figures (`dpctl bench --backup`), or `nil` to skip them.
+        package var backup: BackupWorkload?
         /// Whether the file, small-file and locking figures are measured (`false`: only the
         /// SQLite and agent rows asked for).
         package var fileRows = true
@@ -74,6 +76,7 @@ package struct StoreBench: Sendable {
             rows += items.rows(try items.measure(scratch, progress: progress))
         }
         if let tpm = options.tpm { rows += try tpm.run(in: options.directory, progress: progress) }
+        if let backup = options.backup { rows += backup.rows(try backup.measure(in: options.directory, progress: progress)) }
         return BenchReport(rows: rows, options: options)
     }
 

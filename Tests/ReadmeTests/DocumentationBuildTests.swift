@@ -7,7 +7,7 @@ import Testing
 @Suite("Documentation build")
 struct DocumentationBuildTests {
     static let products = ["DataProtection", "DataProtectionSQLite", "DataProtectionGRDB", "DataProtectionAgent",
-                           "DataProtectionScenarios", "DataProtectionScenarioTesting"]
+                           "DataProtectionBackup", "DataProtectionScenarios", "DataProtectionScenarioTesting"]
 
     static var swift: URL? {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"

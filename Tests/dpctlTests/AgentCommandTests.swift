@@ -31,6 +31,17 @@ struct AgentCommandTests {
             return (agent.fixture, agent)
         }
 
+        /// An agent for the existing store of `fixture` that `extra` names (`DPCTL_STORE`, `DPCTL_DEVICE`).
+        static func serving(_ fixture: StoreFixture, extra: [String: String]) throws -> AgentFixture {
+            try AgentFixture(fixture: fixture, extra: extra)
+        }
+
+        private init(fixture: StoreFixture, extra: [String: String]) throws {
+            self.fixture = fixture
+            self.extra = extra
+            try start(["--auto-lock", "never", "--grace", "0s"])
+        }
+
         func start(_ options: [String] = ["--auto-lock", "never", "--grace", "0s"]) throws {
             let started = try run(["agent", "start"] + options)
             #expect(started.status == 0, "\(started.standardError)")

@@ -71,6 +71,13 @@ struct Bench: ParsableCommand {
           help: "Add the TPM rows: unlock with the device key in a software TPM (swtpm, started for the run) against the file device key, and the TPM commands per unlock.")
     var tpm = false
 
+    @Flag(name: .customLong("backup"),
+          help: "Add the backup rows: create and restore of a --size file against tar c | age -r and age -d | tar x of the same plaintext, and their peak resident memory (needs age and tar).")
+    var backup = false
+
+    @Flag(name: .customLong("backup-only"), help: "Only the backup rows (implies --backup).")
+    var backupOnly = false
+
     func validate() throws {
         guard size.bytes >= 1 << 14 else { throw ValidationError("--size must be at least 16KiB.") }
         guard sqliteScale >= 1, sqliteScale <= 1000 else { throw ValidationError("--sqlite-scale must be between 1 and 1000.") }
@@ -105,6 +112,8 @@ struct Bench: ParsableCommand {
             }
 
             if tpm { options.tpm = TPMWorkload() }
+            if backup || backupOnly { options.backup = BackupWorkload(size: size.bytes, rounds: rounds) }
+            if backupOnly { options.fileRows = false }
             let quiet = quiet
             let bench = StoreBench(options: options) { line in
                 guard !quiet else { return }

@@ -209,7 +209,7 @@ enum PasscodeInput {
     static let fileLimit = 4096
 
     /// The environment variables that may hold a passcode.
-    static let variables = ["DPCTL_PASSCODE", "DPCTL_NEW_PASSCODE"]
+    static let variables = ["DPCTL_PASSCODE", "DPCTL_NEW_PASSCODE", "DPCTL_BACKUP_PASSPHRASE"]
 
     /// The passcode variables, moved into secure memory and out of the environment by
     /// ``captureEnvironment()`` at the start of `main`.
@@ -317,6 +317,11 @@ final class ProgressBar {
     init(total: UInt64?, quiet: Bool) {
         self.total = total
         self.enabled = !quiet && isatty(STDERR_FILENO) == 1
+    }
+
+    /// Moves the bar to `count` bytes done.
+    func set(_ count: UInt64) {
+        advance(by: Int(clamping: count > done ? count - done : 0))
     }
 
     func advance(by count: Int) {

@@ -51,11 +51,11 @@ struct TPMDeviceKeyTests {
             #expect(Self.code { try device?.unlock(passcode: "1235") } == .incorrectPasscode)
             try device?.unlock(passcode: "1234")
             #expect(device?.isProtectedDataAvailable == true)
-            device?.lock()
+            try device?.lock()
             #expect(device?.isProtectedDataAvailable == false)
             try device?.unlock(passcode: "1234")
             try device?.changePasscode(from: "1234", to: "5678")
-            device?.lock()
+            try device?.lock()
             #expect(Self.code { try device?.unlock(passcode: "1234") } == .incorrectPasscode)
             try device?.unlock(passcode: "5678")
             try device?.reboot()
@@ -69,7 +69,7 @@ struct TPMDeviceKeyTests {
             #expect(reopened?.deviceKeyKind == .tpm)
             try reopened?.unlock(passcode: "5678")
             try reopened?.removePasscode("5678")
-            reopened?.lock()
+            try reopened?.lock()
             try reopened?.unlock(passcode: nil as Passcode?)
             #expect(reopened?.hasPasscode == false)
             reopened = nil
@@ -101,7 +101,7 @@ struct TPMDeviceKeyTests {
         try withScratchDirectory { root in
             let directory = root.appendingPathComponent("device")
             let device = try Device(creatingAt: directory, passcode: "1234", clock: VirtualClock(), configuration: Self.configuration(tpm))
-            device.lock()
+            try device.lock()
             // The attacker: the device directory and the TPM, the attempt counter bypassed.
             let bindings = try Data(contentsOf: directory.appendingPathComponent("tpm-passcode"))
             var reader = TPMFieldReader(bindings)

@@ -77,6 +77,12 @@ public final class ProtectedStore: Sendable {
             try fileSystem.createDirectory(at: root)
             try openRoot()
         }
+        // A backup restore cut by a crash: finished if it had committed, else removed.
+        do {
+            try RestoreStaging.recover(in: self)
+        } catch {
+            device.logger.warning("an interrupted backup restore could not be settled: \(error.message)")
+        }
     }
 
     /// A store whose device directory is kept apart from the data (`Keys/key-hierarchy.md` §10):
