@@ -99,7 +99,7 @@ let package = Package(
         // Backups of a whole store in the age format (age v1 + pax tar), over any ProtectedFileSystem.
         .target(
             name: "DataProtectionBackup",
-            dependencies: ["DataProtection", "SodiumBridge", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["DataProtection", "DataProtectionSQLite", "SodiumBridge", .product(name: "SystemPackage", package: "swift-system")]
         ),
         // Protected SQLite databases: the store as SQLite's file system (`ProtectedDatabase`).
         .target(

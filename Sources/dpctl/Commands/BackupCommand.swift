@@ -142,7 +142,8 @@ extension BackupCommand {
                 let summary: BackupSummary
                 do throws(DataProtectionError) {
                     summary = try Backup.create(of: session.store, device: session.device,
-                                                to: .fileDescriptor(file?.descriptor ?? .standardOutput), recipients: ageRecipients) { written in
+                                                to: .fileDescriptor(file?.descriptor ?? .standardOutput), recipients: ageRecipients,
+                                                items: KeychainBackupItems(session.keychain(unlockingFor: .complete))) { written in
                         bar.set(written)
                     }
                     bar.finish()
@@ -188,7 +189,8 @@ extension BackupCommand {
                 try session.unlock(for: .complete)
                 let bar = BackupCommand.progressBar(total: size, quiet: progress.quiet)
                 defer { bar.finish() }
-                let summary = try Backup.restore(from: input, identities: identities, into: session.store) { read in bar.set(read) }
+                let summary = try Backup.restore(from: input, identities: identities, into: session.store,
+                                                 items: KeychainBackupItems(session.keychain(unlockingFor: .complete))) { read in bar.set(read) }
                 if report.json { try printJSON(BackupCommand.report(summary, archive: archive)) }
             }
         }
