@@ -62,11 +62,23 @@ let package = Package(
             name: "SocketBridge",
             dependencies: ["CSocket"]
         ),
+        // libsystemd from the system (Debian: libsystemd-dev): sd-bus and sd_notify. Only DBusBridge imports it.
+        .systemLibrary(
+            name: "CSystemd",
+            pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"])]
+        ),
+        // The one place that touches sd-bus: a bus connection with its own dispatch thread,
+        // method calls, signal matches, exported objects, a typed value model; and sd_notify.
+        .target(
+            name: "DBusBridge",
+            dependencies: ["CSystemd"]
+        ),
         // The agent (one owner serving a store to other processes) and its client.
         .target(
             name: "DataProtectionAgent",
             dependencies: [
-                "DataProtection", "DataProtectionSQLite", "SQLiteBridge", "SocketBridge", "SodiumBridge",
+                "DataProtection", "DataProtectionSQLite", "SQLiteBridge", "SocketBridge", "SodiumBridge", "DBusBridge",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -175,6 +187,10 @@ let package = Package(
         .testTarget(
             name: "SodiumBridgeTests",
             dependencies: ["SodiumBridge"]
+        ),
+        .testTarget(
+            name: "DBusBridgeTests",
+            dependencies: ["DBusBridge"]
         ),
         .testTarget(
             name: "DataProtectionTests",

@@ -13,13 +13,14 @@ final class AgentFixture: @unchecked Sendable {
     var socketPath: String { server.socketPath }
     private let finished = DispatchSemaphore(value: 0)
 
-    init(autoLock: Duration? = nil, grace: Duration = .zero, maximumConnections: Int = 1024) throws {
+    init(autoLock: Duration? = nil, grace: Duration = .zero, maximumConnections: Int = 1024,
+         configuration: AgentServer.Configuration? = nil) throws {
         root = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("dpagent-\(UUID().uuidString.prefix(8))", isDirectory: true)
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         store = try ProtectedStore(creatingAt: root.appendingPathComponent("store"), passcode: "1234", clock: SystemClock.shared,
                                    configuration: DeviceConfiguration(gracePeriod: grace, passcodeCost: .minimal))
         server = try AgentServer(store: store, socketPath: root.appendingPathComponent("run/agent.sock").path,
-                                 configuration: AgentServer.Configuration(autoLock: autoLock, maximumConnections: maximumConnections))
+                                 configuration: configuration ?? AgentServer.Configuration(autoLock: autoLock, maximumConnections: maximumConnections))
         let server = server
         let finished = finished
         Thread.detachNewThread {

@@ -173,7 +173,7 @@ final class AgentConnection: Sendable {
         switch response {
         case .ok, .descriptorNeeded: return response
         case .failure(let error): throw error
-        case .event: throw broken(AgentProtocolViolation("an event on a connection that is not watching"))
+        case .event, .sessionEvent: throw broken(AgentProtocolViolation("an event on a connection that is not watching"))
         }
     }
 

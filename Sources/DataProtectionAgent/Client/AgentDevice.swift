@@ -80,7 +80,28 @@ public final class AgentDevice: DeviceControlling {
         ready()
         while let (payload, descriptor) = try? channel.receive() {
             try? descriptor?.close()
-            guard case .event(let event) = try? AgentResponse.decode(payload), body(event) else { return }
+            switch try? AgentResponse.decode(payload) {
+            case .event(let event): guard body(event) else { return }
+            case .sessionEvent: continue
+            default: return
+            }
+        }
+    }
+
+    /// Calls `body` with every notification of the device and every change of the login
+    /// session the agent follows (``AgentSessionEvent``), as ``watch(ready:_:)`` does.
+    public func watchAll(ready: () -> Void = {}, _ body: (AgentWatchEvent) -> Bool) throws(DataProtectionError) {
+        let watcher = try AgentConnection(socketPath: connection.socketPath)
+        defer { watcher.close() }
+        let channel = try watcher.startWatching()
+        ready()
+        while let (payload, descriptor) = try? channel.receive() {
+            try? descriptor?.close()
+            switch try? AgentResponse.decode(payload) {
+            case .event(let event): guard body(.device(event)) else { return }
+            case .sessionEvent(let event): guard body(.session(event)) else { return }
+            default: return
+            }
         }
     }
 
@@ -100,8 +121,11 @@ public final class AgentDevice: DeviceControlling {
             }
             while let (payload, descriptor) = try? channel.receive() {
                 try? descriptor?.close()
-                guard case .event(let event) = try? AgentResponse.decode(payload) else { return }
-                continuation.yield(event)
+                switch try? AgentResponse.decode(payload) {
+                case .event(let event): continuation.yield(event)
+                case .sessionEvent: continue
+                default: return
+                }
             }
         }
         return stream

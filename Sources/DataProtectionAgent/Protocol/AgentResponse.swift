@@ -13,6 +13,9 @@ package enum AgentResponse: Sendable, Hashable {
     case descriptorNeeded(size: UInt64)
     /// Status 3: a notification, on a connection that asked to `watch`.
     case event(AgentEvent)
+    /// Status 4: the login session locked, unlocked, or its bus went away, on a connection
+    /// that asked to `watch` (of an agent that follows the session).
+    case sessionEvent(AgentSessionEvent)
 
     package func encoded() -> [UInt8] {
         var writer = AgentFieldWriter()
@@ -33,6 +36,11 @@ package enum AgentResponse: Sendable, Hashable {
         case .event(let event):
             writer.u8(3)
             writer.u8(UInt8(AgentWireFormat.notifications.firstIndex(of: event.notification)!))
+            writer.i64(event.nanosecondsSince1970)
+        case .sessionEvent(let event):
+            writer.u8(4)
+            writer.u8(UInt8(AgentWireFormat.sessionChanges.firstIndex(of: event.change)!))
+            writer.string(Self.bounded(event.source))
             writer.i64(event.nanosecondsSince1970)
         }
         return writer.bytes
@@ -74,6 +82,12 @@ package enum AgentResponse: Sendable, Hashable {
             let nanoseconds = try reader.i64()
             try reader.finish()
             return .event(AgentEvent(notification: notification, nanosecondsSince1970: nanoseconds))
+        case 4:
+            let change = try reader.element(of: AgentWireFormat.sessionChanges, "session change")
+            let source = try reader.string()
+            let nanoseconds = try reader.i64()
+            try reader.finish()
+            return .sessionEvent(AgentSessionEvent(change: change, source: source, nanosecondsSince1970: nanoseconds))
         case let status:
             throw AgentProtocolViolation("response status \(status)")
         }
@@ -122,11 +136,14 @@ public struct AgentStatus: Sendable, Hashable {
     public var availableClasses: [ProtectionClass]
     /// The agent's process identifier.
     public var agentProcessIdentifier: Int32
+    /// What of the login session the agent follows (empty: nothing; `nil`: an agent that
+    /// does not say).
+    public var sessionFollowing: AgentSessionFollowing?
 
     /// A status with every field given.
     public init(state: DeviceState, passcodeSet: Bool, failedPasscodeAttempts: Int, nextAttemptAllowedIn: Duration?,
                 autoLock: Duration?, autoLockIn: Duration?, keyDiscardIn: Duration?, availableClasses: [ProtectionClass],
-                agentProcessIdentifier: Int32) {
+                agentProcessIdentifier: Int32, sessionFollowing: AgentSessionFollowing? = nil) {
         self.state = state
         self.passcodeSet = passcodeSet
         self.failedPasscodeAttempts = failedPasscodeAttempts
@@ -136,6 +153,7 @@ public struct AgentStatus: Sendable, Hashable {
         self.keyDiscardIn = keyDiscardIn
         self.availableClasses = availableClasses
         self.agentProcessIdentifier = agentProcessIdentifier
+        self.sessionFollowing = sessionFollowing
     }
 }
 
@@ -157,6 +175,8 @@ extension AgentStatus {
         }
         writer.u8(mask)
         writer.u32(UInt32(bitPattern: agentProcessIdentifier))
+        // Appended (§6): absent from agents of before, always sent by agents of now.
+        sessionFollowing?.encode(into: &writer)
         return writer.bytes
     }
 
@@ -171,11 +191,13 @@ extension AgentStatus {
         let discard = try reader.milliseconds()
         let mask = try reader.u8()
         let pid = Int32(bitPattern: try reader.u32())
+        // Appended later (an agent of before says nothing).
+        let following = reader.isAtEnd ? nil : try AgentSessionFollowing.decode(from: &reader)
         try reader.finish()
         let classes = AgentWireFormat.classes.enumerated().filter { mask & (1 << $0.offset) != 0 }.map(\.element)
         return AgentStatus(state: state, passcodeSet: passcodeSet, failedPasscodeAttempts: failures, nextAttemptAllowedIn: next,
                            autoLock: autoLock, autoLockIn: autoLockIn, keyDiscardIn: discard, availableClasses: classes,
-                           agentProcessIdentifier: pid)
+                           agentProcessIdentifier: pid, sessionFollowing: following)
     }
 }
 

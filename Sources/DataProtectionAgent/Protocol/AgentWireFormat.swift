@@ -33,6 +33,8 @@ public enum AgentWireFormat {
     static let modes: [ProtectedFileHandle.Mode] = [.read, .write, .update, .append]
     /// Notifications on the wire.
     static let notifications: [DeviceNotification] = [.protectedDataWillBecomeUnavailable, .protectedDataDidBecomeAvailable]
+    /// A session event's change, by its `u8` (§5).
+    static let sessionChanges: [AgentSessionEvent.Change] = [.locked, .sleeping, .unlocked, .busLost]
 }
 
 /// A frame or field that breaks the protocol: the connection that sent it is closed.

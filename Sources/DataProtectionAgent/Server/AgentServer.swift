@@ -1,3 +1,4 @@
+import DBusBridge
 import DataProtection
 import Foundation
 import SodiumBridge
@@ -28,14 +29,44 @@ public final class AgentServer: Sendable {
         public var maximumConnections: Int
         /// How long a new connection may take to send its hello before it is closed.
         public var helloTimeout: Duration
+        /// Whether the agent locks its device with the login session (``SessionFollowing``).
+        public var sessionFollowing: SessionFollowing
+        /// The system bus's address for logind (`nil`: `$DBUS_SYSTEM_BUS_ADDRESS`, else the
+        /// standard socket).
+        public var systemBusAddress: String?
+        /// The session bus's address for the screensavers (`nil`: `$DBUS_SESSION_BUS_ADDRESS`,
+        /// else `$XDG_RUNTIME_DIR/bus`).
+        public var sessionBusAddress: String?
+        /// The logind session followed (`nil`: `$XDG_SESSION_ID`, else logind's session of this process).
+        public var loginSessionIdentifier: String?
+        /// Whether to tell a service manager (`$NOTIFY_SOCKET`, `Type=notify` units) that the agent
+        /// is ready (`READY=1`), its lock state (`STATUS=`) and that it stops (`STOPPING=1`).
+        public var notifiesServiceManager: Bool
 
         /// The agent's rules: auto-lock after `autoLock` idle (`nil`: never), at most
-        /// `maximumConnections` served at once, each to send its hello within `helloTimeout`.
-        public init(autoLock: Duration? = .seconds(300), maximumConnections: Int = 1024, helloTimeout: Duration = .seconds(5)) {
+        /// `maximumConnections` served at once, each to send its hello within `helloTimeout`;
+        /// the login session followed as `sessionFollowing` says; the service manager told of
+        /// readiness and state when `notifiesServiceManager`.
+        public init(autoLock: Duration? = .seconds(300), maximumConnections: Int = 1024, helloTimeout: Duration = .seconds(5),
+                    sessionFollowing: SessionFollowing = .never, notifiesServiceManager: Bool = false) {
             self.autoLock = autoLock
             self.maximumConnections = maximumConnections
             self.helloTimeout = helloTimeout
+            self.sessionFollowing = sessionFollowing
+            self.notifiesServiceManager = notifiesServiceManager
         }
+    }
+
+    /// Whether an agent locks its device with the user's login session
+    /// (`semantics.md`, "Processes and the agent").
+    public enum SessionFollowing: Sendable, Hashable {
+        /// Only `lock`, the auto-lock and the API lock the device.
+        case never
+        /// Follow what is reachable (logind on the system bus, the screensavers on the session
+        /// bus); without either, serve as with ``never``.
+        case whenAvailable
+        /// As ``whenAvailable``, but starting fails (`ioFailure`) when nothing can be followed.
+        case required
     }
 
     /// The store served.
@@ -50,6 +81,10 @@ public final class AgentServer: Sendable {
 
     let logger = Logger(label: "DataProtection.agent")
     private let listener: UnixSocket
+    /// The login session followed (`nil`: ``SessionFollowing/never``).
+    let sessionFollower: LoginSessionFollower?
+    /// Where session events go: the watching connections.
+    let sessionEvents: AgentSessionEventRelay
     private let state = Locked(State())
     private let finished = DispatchSemaphore(value: 0)
 
@@ -82,17 +117,26 @@ public final class AgentServer: Sendable {
     /// A socket file left by an agent that died is replaced; a live agent at the path is
     /// `DataProtectionError/Code/storeBusy`.
     public init(store: ProtectedStore, socketPath: String, configuration: Configuration = Configuration()) throws(DataProtectionError) {
-        try AgentSocketLocation.prepareDirectory(of: socketPath)
-        if let live = try? UnixSocket.connect(to: socketPath, within: 2000) {
-            live.close()
-            throw DataProtectionError(.storeBusy, "An agent already listens at \(socketPath).", hint: "Stop it first: `dpctl agent stop`.")
-        }
-        unlink(socketPath)
-        do {
-            listener = try UnixSocket.listen(at: socketPath)
+        let relay = AgentSessionEventRelay()
+        let follower = try Self.followSession(store.device, configuration, relay: relay)
+        do throws(DataProtectionError) {
+            try AgentSocketLocation.prepareDirectory(of: socketPath)
+            if let live = try? UnixSocket.connect(to: socketPath, within: 2000) {
+                live.close()
+                throw DataProtectionError(.storeBusy, "An agent already listens at \(socketPath).", hint: "Stop it first: `dpctl agent stop`.")
+            }
+            unlink(socketPath)
+            do {
+                listener = try UnixSocket.listen(at: socketPath)
+            } catch {
+                throw DataProtectionError(.ioFailure, "The agent cannot listen: \(error).")
+            }
         } catch {
-            throw DataProtectionError(.ioFailure, "The agent cannot listen: \(error).")
+            follower?.stop()
+            throw error
         }
+        sessionFollower = follower
+        sessionEvents = relay
         self.store = store
         self.socketPath = socketPath
         self.configuration = configuration
@@ -106,17 +150,22 @@ public final class AgentServer: Sendable {
     /// - Throws: `invalidArgument` when `descriptor` is not a listening Unix-domain stream socket.
     public init(store: ProtectedStore, listeningDescriptor descriptor: Int32, configuration: Configuration = Configuration())
         throws(DataProtectionError) {
+        let relay = AgentSessionEventRelay()
+        let follower = try Self.followSession(store.device, configuration, relay: relay)
         do {
             let (socket, path) = try UnixSocket.inheritedListener(descriptor)
             listener = socket
             socketPath = path.isEmpty ? "descriptor \(descriptor)" : path
         } catch {
+            follower?.stop()
             throw DataProtectionError(.invalidArgument, "The agent cannot serve on \(error).",
                                       hint: "Socket activation hands over one listening Unix-domain stream socket (ListenStream= in a .socket unit).")
         }
         self.store = store
         self.configuration = configuration
         isSocketInherited = true
+        sessionFollower = follower
+        sessionEvents = relay
     }
 
     /// The listening socket handed over by socket activation, if any: systemd's protocol
@@ -134,12 +183,17 @@ public final class AgentServer: Sendable {
     /// Serves connections until ``stop()``, then reboots the device and removes the socket.
     ///
     /// First raises the soft descriptor limit to the hard one (each connection is a descriptor).
-    public func run() {
+    /// `whenReady` runs once the agent serves (connections are accepted from then on); with
+    /// ``Configuration/notifiesServiceManager``, the service manager hears `READY=1` then too.
+    public func run(whenReady: () -> Void = {}) {
         AgentSocketRecord.write(socketPath: socketPath, in: store.device.directory)
         let descriptors = (try? DescriptorLimit.raiseToHardLimit()) ?? 1024
         // Room for every connection, its data channel and a descriptor it passes, and the store's own.
         let limit = max(1, min(configuration.maximumConnections, (descriptors - 64) / 3))
         Thread.detachNewThread { [self] in autoLockLoop() }
+        let stateReports = configuration.notifiesServiceManager ? reportStateToServiceManager() : nil
+        defer { stateReports?.cancel() }
+        whenReady()
         while !state.withLock({ $0.stopping }) {
             // At the limit, make room by closing the oldest connection still without its hello;
             // if every one has said hello, accept nothing: the next connections wait in the listen queue.
@@ -232,11 +286,12 @@ public final class AgentServer: Sendable {
 
     /// Ends ``run()``: no new connections; the open ones end after their current request.
     public func stop() {
-        let connections = state.withLock { state in
-            guard !state.stopping else { return [UnixSocket]() }
+        let (first, connections) = state.withLock { state in
+            guard !state.stopping else { return (false, [UnixSocket]()) }
             state.stopping = true
-            return state.connections.values.map(\.socket) + Array(state.dataChannels.values)
+            return (true, state.connections.values.map(\.socket) + Array(state.dataChannels.values))
         }
+        if first && configuration.notifiesServiceManager { ServiceManagerNotification.stopping() }
         listener.shutdown()
         for connection in connections { connection.shutdown() }
     }
@@ -246,6 +301,7 @@ public final class AgentServer: Sendable {
         let waiting = state.withLock { !$0.connections.isEmpty }
         if waiting { _ = finished.wait(timeout: .now() + 30) }
         listener.close()
+        sessionFollower?.stop()
         do {
             try store.device.reboot()
         } catch {

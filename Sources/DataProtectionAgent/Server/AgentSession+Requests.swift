@@ -168,7 +168,7 @@ extension AgentSession {
             autoLock: server.configuration.autoLock, autoLockIn: server.autoLockRemaining(),
             keyDiscardIn: remaining(device.nextKeyDiscard),
             availableClasses: ProtectionClass.allCases.filter { device.isAvailable($0) },
-            agentProcessIdentifier: getpid())
+            agentProcessIdentifier: getpid(), sessionFollowing: server.sessionFollowing)
     }
 
     /// Streams the file at `path` into `descriptor` (the client's file, pipe or socket),

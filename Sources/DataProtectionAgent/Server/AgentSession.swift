@@ -148,14 +148,16 @@ final class AgentSession {
     private func watch() {
         let queue = AgentEventQueue()
         let observation = device.addObserver { notification in
-            queue.push(AgentEvent(notification: notification, date: Date()))
+            queue.push(.event(AgentEvent(notification: notification, date: Date())))
         }
         defer { observation.cancel() }
+        let stopSessionEvents = server.sessionEvents.observe { event in queue.push(.sessionEvent(event)) }
+        defer { stopSessionEvents() }
         // Watching before the answer: nothing posted after the client hears `ok` is missed.
         guard respond(.ok([])) else { return }
         while true {
             for event in queue.take(waitingUpTo: 0.2) {
-                guard respond(.event(event)) else { return }
+                guard respond(event) else { return }
             }
             // Anything from the client on a watching connection, or its end, ends the watch.
             if (try? channel.socket.waitUntilReadable(milliseconds: 0)) != false { return }
@@ -163,19 +165,19 @@ final class AgentSession {
     }
 }
 
-/// Notifications waiting for a watching connection's thread.
+/// Notifications and session events waiting for a watching connection's thread.
 final class AgentEventQueue: Sendable {
     private let events = NSCondition()
-    nonisolated(unsafe) private var pending: [AgentEvent] = []
+    nonisolated(unsafe) private var pending: [AgentResponse] = []
 
-    func push(_ event: AgentEvent) {
+    func push(_ event: AgentResponse) {
         events.lock()
         pending.append(event)
         events.signal()
         events.unlock()
     }
 
-    func take(waitingUpTo seconds: Double) -> [AgentEvent] {
+    func take(waitingUpTo seconds: Double) -> [AgentResponse] {
         events.lock()
         defer { events.unlock() }
         if pending.isEmpty { _ = events.wait(until: Date(timeIntervalSinceNow: seconds)) }

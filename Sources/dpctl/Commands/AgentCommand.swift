@@ -17,7 +17,7 @@ struct AgentCommand: ParsableCommand {
             $XDG_RUNTIME_DIR/dpctl/<store id>.sock (else agent.sock in the device directory), serves only its own user, \
             and cannot be read by ptrace or /proc/<pid>/mem.
             """,
-        subcommands: [Start.self, Stop.self])
+        subcommands: [Start.self, Stop.self, SystemdUnits.self])
 
     struct Start: ParsableCommand {
         static let configuration = CommandConfiguration(
@@ -38,6 +38,13 @@ struct AgentCommand: ParsableCommand {
             handed over by socket activation (LISTEN_FDS) when there is one.
             """)
         var foreground = false
+
+        @Flag(name: .customLong("lock-with-session"), help: """
+            Lock with the login session (logind's Lock and LockedHint, the screensavers' ActiveChanged; before sleep, with no \
+            grace) and fail at start when neither logind nor a session bus answers. Without it the session is followed when \
+            it is reachable. The session unlocking never unlocks the device.
+            """)
+        var lockWithSession = false
 
         @Flag(name: .customLong("detached-child"), help: .hidden)
         var detachedChild = false
@@ -74,7 +81,9 @@ struct AgentCommand: ParsableCommand {
             var configuration = DeviceConfiguration()
             configuration.gracePeriod = grace.duration
             let session = try Session(owning: storeOptions, configuration: configuration)
-            let serverConfiguration = AgentServer.Configuration(autoLock: autoLock.duration)
+            let serverConfiguration = AgentServer.Configuration(
+                autoLock: autoLock.duration, sessionFollowing: lockWithSession ? .required : .whenAvailable,
+                notifiesServiceManager: foreground)
             let server = if let inherited {
                 try AgentServer(store: session.local!, listeningDescriptor: inherited, configuration: serverConfiguration)
             } else {
@@ -117,6 +126,7 @@ struct AgentCommand: ParsableCommand {
                              "--grace", grace.duration.scenarioSpelling, "--wait", storeOptions.wait.duration.scenarioSpelling]
             if let store = storeOptions.store { arguments += ["--store", store] }
             if let device = storeOptions.device { arguments += ["--device", device] }
+            if lockWithSession { arguments.append("--lock-with-session") }
             process.arguments = arguments
             let pipe = Pipe()
             process.standardInput = FileHandle.nullDevice

@@ -27,15 +27,23 @@ struct Status: ParsableCommand {
             var autoLockInSeconds: Double?
             /// Seconds until the next class key is discarded (while locked, inside the grace or inactivity period).
             var keyDiscardInSeconds: Double?
+            /// The lock sources of the login session followed (empty: not followed).
+            var sessionFollowed: [String] = []
+            /// The buses that went away (their sources no longer followed).
+            var sessionBusesLost: [String] = []
 
             func encode(to encoder: any Encoder) throws {
-                enum Keys: String, CodingKey { case pid, socket, autoLockSeconds, autoLockInSeconds, keyDiscardInSeconds }
+                enum Keys: String, CodingKey {
+                    case pid, socket, autoLockSeconds, autoLockInSeconds, keyDiscardInSeconds, sessionFollowed, sessionBusesLost
+                }
                 var container = encoder.container(keyedBy: Keys.self)
                 try container.encode(pid, forKey: .pid)
                 try container.encode(socket, forKey: .socket)
                 try container.encode(autoLockSeconds, forKey: .autoLockSeconds)
                 try container.encode(autoLockInSeconds, forKey: .autoLockInSeconds)
                 try container.encode(keyDiscardInSeconds, forKey: .keyDiscardInSeconds)
+                try container.encode(sessionFollowed, forKey: .sessionFollowed)
+                try container.encode(sessionBusesLost, forKey: .sessionBusesLost)
             }
         }
 
@@ -85,6 +93,8 @@ struct Status: ParsableCommand {
             print("auto-lock: \(agent.autoLockSeconds.map { "after \(Self.seconds($0)) idle" } ?? "never")"
                   + (agent.autoLockInSeconds.map { ", in \(Self.seconds($0))" } ?? ""))
             if let discard = agent.keyDiscardInSeconds { print("class keys discarded in: \(Self.seconds(discard))") }
+            print("session: " + (agent.sessionFollowed.isEmpty ? "not followed" : "followed: \(agent.sessionFollowed.joined(separator: ", "))")
+                  + (agent.sessionBusesLost.isEmpty ? "" : " (went away: \(agent.sessionBusesLost.joined(separator: ", ")))"))
         }
     }
 
@@ -97,7 +107,9 @@ struct Status: ParsableCommand {
                 nextAttemptAllowed: status.nextAttemptAllowedIn.map { Date(timeIntervalSinceNow: $0.seconds) },
                 availableClasses: status.availableClasses.map(\.rawValue),
                 agent: Report.Agent(pid: status.agentProcessIdentifier, socket: agent.socketPath, autoLockSeconds: status.autoLock?.seconds,
-                                    autoLockInSeconds: status.autoLockIn?.seconds, keyDiscardInSeconds: status.keyDiscardIn?.seconds))
+                                    autoLockInSeconds: status.autoLockIn?.seconds, keyDiscardInSeconds: status.keyDiscardIn?.seconds,
+                                    sessionFollowed: status.sessionFollowing?.sources ?? [],
+                                    sessionBusesLost: status.sessionFollowing?.lostBuses ?? []))
         }
         let device = session.local!.device
         return Report(

@@ -7,7 +7,11 @@ import Foundation
 struct Watch: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print the agent's notifications as they happen, one per line, until interrupted (needs `dpctl agent start`).",
-        discussion: "Lines are `<ISO 8601 time> <notification>`; with --json, one JSON object per line.")
+        discussion: """
+            Lines are `<ISO 8601 time> <notification>`; with --json, one JSON object per line. An agent that follows the \
+            login session also reports sessionLocked, sessionSleeping, sessionUnlocked (the device stays locked: a front end \
+            may prompt for the passcode) and sessionBusLost, each with its source in parentheses (JSON: "source").
+            """)
 
     @OptionGroup var storeOptions: StoreOptions
     @OptionGroup var output: OutputOptions
@@ -15,6 +19,8 @@ struct Watch: ParsableCommand {
     struct Line: Encodable {
         var date: Date
         var notification: String
+        /// Where a session event came from (`nil` for the device's notifications: the key is left out).
+        var source: String?
     }
 
     func run() throws {
@@ -27,7 +33,7 @@ struct Watch: ParsableCommand {
                 try container.encode(Self.timestamp(date))
             }
             var failure: (any Error)?
-            try agent.device.watch(ready: {
+            try agent.device.watchAll(ready: {
                 // Scripts wait for this line before acting (standard error, so output stays events only).
                 if isatty(STDERR_FILENO) == 1 || ProcessInfo.processInfo.environment["DPCTL_WATCH_READY"] != nil {
                     FileHandle.standardError.write("dpctl: watching the agent (pid \(agent.agentProcessIdentifier))\n")
@@ -35,10 +41,10 @@ struct Watch: ParsableCommand {
             }) { event in
                 let line: String
                 if output.json {
-                    guard let data = try? encoder.encode(Line(date: event.date, notification: event.notification.rawValue)) else { return false }
+                    guard let data = try? encoder.encode(Line(date: event.date, notification: event.name, source: event.source)) else { return false }
                     line = String(decoding: data, as: UTF8.self)
                 } else {
-                    line = "\(Self.timestamp(event.date)) \(event.notification.rawValue)"
+                    line = "\(Self.timestamp(event.date)) \(event.name)" + (event.source.map { " (\($0))" } ?? "")
                 }
                 do {
                     try FileHandle.standardOutput.write(contentsOf: Data((line + "\n").utf8))
@@ -56,5 +62,12 @@ struct Watch: ParsableCommand {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         return formatter.string(from: date)
+    }
+}
+
+extension AgentWatchEvent {
+    /// Where a session event came from (`nil` for a notification of the device).
+    var source: String? {
+        if case .session(let event) = self { event.source } else { nil }
     }
 }

@@ -1,0 +1,153 @@
+import Foundation
+import Testing
+
+/// A private system bus with python-dbusmock's `logind` (one session, `c1`) and a private
+/// session bus with its `gnome_screensaver`, each its own `dbus-daemon`, driven through
+/// `gdbus`. Everything is killed at the end.
+final class SessionBusFixture: @unchecked Sendable {
+    let directory: URL
+    private(set) var systemAddress = ""
+    private(set) var sessionAddress = ""
+    private var processes: [Process] = []
+    private(set) var systemDaemon: Process?
+    static let sessionIdentifier = "c1"
+    static let sessionPath = "/org/freedesktop/login1/session/c1"
+
+    /// Whether the tools are there (`dbus-daemon`, `gdbus`, Debian's python3 with dbusmock).
+    static var available: Bool {
+        ["/usr/bin/dbus-daemon", "/usr/bin/gdbus", "/usr/bin/python3"].allSatisfy { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
+    init(system: Bool = true, session: Bool = true) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("dpbus-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        if system {
+            let (daemon, address) = try startDaemon("system")
+            systemDaemon = daemon
+            systemAddress = address
+            try startMock(["--system", "--template", "logind"], environment: ["DBUS_SYSTEM_BUS_ADDRESS": address],
+                          address: address, name: "org.freedesktop.login1")
+            try call(systemAddress, "org.freedesktop.login1", "/org/freedesktop/login1", "org.freedesktop.DBus.Mock.AddSession",
+                     [Self.sessionIdentifier, "seat0", "\(getuid())", "user", "true"])
+        }
+        if session {
+            let (_, address) = try startDaemon("session")
+            sessionAddress = address
+            try startMock(["--session", "--template", "gnome_screensaver"], environment: ["DBUS_SESSION_BUS_ADDRESS": address],
+                          address: address, name: "org.gnome.ScreenSaver")
+        }
+    }
+
+    deinit {
+        for process in processes.reversed() where process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Kills the system bus's daemon (SIGKILL).
+    func killSystemBus() {
+        guard let systemDaemon, systemDaemon.isRunning else { return }
+        kill(systemDaemon.processIdentifier, SIGKILL)
+        systemDaemon.waitUntilExit()
+    }
+
+    // MARK: - Driving the mocks
+
+    /// logind's session emits `Lock`.
+    func lockSession() throws { try call(systemAddress, "org.freedesktop.login1", Self.sessionPath, "org.freedesktop.login1.Session.Lock") }
+    /// logind's session emits `Unlock`.
+    func unlockSession() throws { try call(systemAddress, "org.freedesktop.login1", Self.sessionPath, "org.freedesktop.login1.Session.Unlock") }
+    /// logind's session sets `LockedHint` (PropertiesChanged).
+    func setLockedHint(_ locked: Bool) throws {
+        try call(systemAddress, "org.freedesktop.login1", Self.sessionPath, "org.freedesktop.login1.Session.SetLockedHint", ["\(locked)"])
+    }
+    /// logind's manager emits `PrepareForSleep(start)`.
+    func prepareForSleep(_ start: Bool) throws {
+        try call(systemAddress, "org.freedesktop.login1", "/org/freedesktop/login1", "org.freedesktop.DBus.Mock.EmitSignal",
+                 ["org.freedesktop.login1.Manager", "PrepareForSleep", "b", "[<\(start)>]"])
+    }
+    /// GNOME's screensaver turns on or off (`ActiveChanged`).
+    func setScreensaver(_ active: Bool) throws {
+        try call(sessionAddress, "org.gnome.ScreenSaver", "/org/gnome/ScreenSaver", "org.gnome.ScreenSaver.SetActive", ["\(active)"])
+    }
+
+    /// `gdbus call` of `method` (interface.member) on `path` of `destination`; fails on an error reply.
+    @discardableResult
+    func call(_ address: String, _ destination: String, _ path: String, _ method: String, _ arguments: [String] = []) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/gdbus")
+        process.arguments = ["call", "--address", address, "--dest", destination, "--object-path", path, "--method", method] + arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let text = String(decoding: data, as: UTF8.self)
+        guard process.terminationStatus == 0 else { throw SessionBusFailure("gdbus call \(method): \(text)") }
+        return text
+    }
+
+    // MARK: - Starting
+
+    private func startDaemon(_ type: String) throws -> (Process, String) {
+        let configuration = directory.appendingPathComponent("\(type).conf")
+        try """
+            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+            <busconfig>
+              <type>\(type)</type>
+              <listen>unix:path=\(directory.path)/\(type)-bus</listen>
+              <auth>EXTERNAL</auth>
+              <policy context="default">
+                <allow user="*"/>
+                <allow own="*"/>
+                <allow send_destination="*" eavesdrop="true"/>
+                <allow receive_sender="*"/>
+              </policy>
+            </busconfig>
+            """.write(to: configuration, atomically: true, encoding: .utf8)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
+        process.arguments = ["--config-file=\(configuration.path)", "--print-address", "--nofork", "--nopidfile"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        processes.append(process)
+        var received = Data()
+        while !received.contains(UInt8(ascii: "\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            received.append(chunk)
+        }
+        let address = String(decoding: received, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !address.isEmpty else { throw SessionBusFailure("dbus-daemon printed no address") }
+        return (process, address)
+    }
+
+    private func startMock(_ arguments: [String], environment: [String: String], address: String, name: String) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = ["-m", "dbusmock"] + arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        processes.append(process)
+        let deadline = Date(timeIntervalSinceNow: 20)
+        while Date() < deadline {
+            let owned = try? call(address, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.NameHasOwner", [name])
+            if owned?.contains("true") == true { return }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        throw SessionBusFailure("\(name) did not appear on the bus")
+    }
+}
+
+struct SessionBusFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
