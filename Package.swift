@@ -86,7 +86,7 @@ let package = Package(
         // Protected SQLite databases: the store as SQLite's file system (`ProtectedDatabase`).
         .target(
             name: "DataProtectionSQLite",
-            dependencies: ["DataProtection", "SQLiteBridge", "SodiumBridge"]
+            dependencies: ["DataProtection", "SQLiteBridge", "SodiumBridge", .product(name: "SystemPackage", package: "swift-system")]
         ),
         // GRDB's DatabaseQueue and DatabasePool on a protected database.
         .target(
@@ -203,12 +203,12 @@ let package = Package(
         ),
         .testTarget(
             name: "DataProtectionSQLiteTests",
-            dependencies: ["DataProtectionSQLite", "DataProtectionGRDB", "DataProtection", "SQLiteBridge",
+            dependencies: ["DataProtectionSQLite", "DataProtectionGRDB", "DataProtection", "SQLiteBridge", "DataProtectionScenarios",
                            .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
             name: "DataProtectionAgentTests",
-            dependencies: ["DataProtectionAgent", "DataProtection", "SocketBridge", "DataProtectionFuzzing"]
+            dependencies: ["DataProtectionAgent", "DataProtection", "DataProtectionSQLite", "SocketBridge", "DataProtectionFuzzing"]
         ),
         .testTarget(
             name: "dpctlTests",

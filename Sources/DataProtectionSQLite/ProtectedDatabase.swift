@@ -250,6 +250,12 @@ public final class ProtectedDatabase: Sendable {
         return body(sqlite)
     }
 
+    /// Runs `body` on the connection with the class rules of ``execute(_:_:forEachRow:)`` (the
+    /// keychain's statements that bind or read secrets in secure memory).
+    func withSQLite<R>(_ body: (SQLiteConnection) throws(SQLiteError) -> R) throws(DataProtectionError) -> R {
+        try run(body)
+    }
+
     private func run<R>(_ body: (SQLiteConnection) throws(SQLiteError) -> R) throws(DataProtectionError) -> R {
         // Asked before the connection is taken: the question may fire a due discard, whose
         // observer takes the connection.

@@ -43,7 +43,26 @@ final class StoreSQLiteStorage: SQLiteStorage {
         }
     }
 
+    // The VFS reaches the store's reserved directory (the keychain's item databases live
+    // there): the paths it is given come from `ProtectedDatabase`, which refuses a reserved
+    // path of a caller's, or from SQLite beside such a database.
     func open(_ request: SQLiteOpenRequest) throws -> any SQLiteStorageFile {
+        try ReservedStoreArea.withAccess { () throws -> any SQLiteStorageFile in try openInStore(request) }
+    }
+
+    func delete(path: String, database: (any SQLiteStorageFile)?) throws {
+        try ReservedStoreArea.withAccess { () throws in try deleteInStore(path: path, database: database) }
+    }
+
+    func exists(path: String, database: (any SQLiteStorageFile)?) throws -> Bool {
+        try ReservedStoreArea.withAccess { () throws -> Bool in try existsInStore(path: path, database: database) }
+    }
+
+    func fullPath(_ path: String) throws -> String {
+        try ReservedStoreArea.withAccess { () throws -> String in try fullPathInStore(path) }
+    }
+
+    private func openInStore(_ request: SQLiteOpenRequest) throws -> any SQLiteStorageFile {
         guard let path = request.path else { return MemorySQLiteFile() }
         let mode: ProtectedFileHandle.Mode = request.readOnly ? .read : .update
         switch request.kind {
@@ -182,7 +201,7 @@ final class StoreSQLiteStorage: SQLiteStorage {
         return nil
     }
 
-    func delete(path: String, database: (any SQLiteStorageFile)?) throws {
+    private func deleteInStore(path: String, database: (any SQLiteStorageFile)?) throws {
         guard let database = database as? StoreSQLiteFile else {
             try store.removeItem(atPath: path)
             return
@@ -201,7 +220,7 @@ final class StoreSQLiteStorage: SQLiteStorage {
         try store.removeItem(atPath: path)
     }
 
-    func exists(path: String, database: (any SQLiteStorageFile)?) throws -> Bool {
+    private func existsInStore(path: String, database: (any SQLiteStorageFile)?) throws -> Bool {
         var path = path
         if let database = database as? StoreSQLiteFile {
             let isJournal = !path.hasSuffix(Self.writeAheadLogSuffix)
@@ -223,7 +242,7 @@ final class StoreSQLiteStorage: SQLiteStorage {
         if let place { try? store.removeItem(atPath: place) }
     }
 
-    func fullPath(_ path: String) throws -> String {
+    private func fullPathInStore(_ path: String) throws -> String {
         try ProtectedStore.standardizedPath(path)
     }
 

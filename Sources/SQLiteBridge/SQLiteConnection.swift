@@ -128,7 +128,7 @@ public final class SQLiteConnection {
         }
     }
 
-    private static func columnNames(of statement: OpaquePointer) -> [String] {
+    static func columnNames(of statement: OpaquePointer) -> [String] {
         (0..<sqlite3_column_count(statement)).map { String(cString: sqlite3_column_name(statement, $0)) }
     }
 
@@ -178,7 +178,7 @@ public final class SQLiteConnection {
     }
 
     /// Prepares each statement of `sql` in turn (skipping empty ones), runs `body` on it and finalizes it.
-    private func forEachStatement(_ sql: String, _ body: (OpaquePointer, Int) throws(SQLiteError) -> Void) throws(SQLiteError) {
+    func forEachStatement(_ sql: String, _ body: (OpaquePointer, Int) throws(SQLiteError) -> Void) throws(SQLiteError) {
         let handle = try open()
         var failure: SQLiteError?
         sql.withCString { start in  // the string's own bytes (no copy of a native string)
@@ -209,7 +209,7 @@ public final class SQLiteConnection {
     }
 
     /// Steps once: `true` with a row ready, `false` when done.
-    private func step(_ statement: OpaquePointer) throws(SQLiteError) -> Bool {
+    func step(_ statement: OpaquePointer) throws(SQLiteError) -> Bool {
         SQLiteStorageErrorSlot.clear()
         switch sqlite3_step(statement) {
         case SQLITE_ROW: return true
@@ -218,8 +218,8 @@ public final class SQLiteConnection {
         }
     }
 
-    private func bind(_ arguments: [SQLiteValue], to statement: OpaquePointer) throws(SQLiteError) {
-        let expected = Int(sqlite3_bind_parameter_count(statement))
+    func bind(_ arguments: [SQLiteValue], to statement: OpaquePointer, leaving unbound: Int = 0) throws(SQLiteError) {
+        let expected = Int(sqlite3_bind_parameter_count(statement)) - unbound
         guard arguments.count == expected else {
             throw SQLiteError(code: SQLITE_RANGE, message: "The statement has \(expected) parameters; \(arguments.count) values were given.")
         }
@@ -240,10 +240,15 @@ public final class SQLiteConnection {
         }
     }
 
-    private func row(of statement: OpaquePointer, columns: [String]) -> SQLiteRow {
+    func row(of statement: OpaquePointer, columns: [String], skipping skipped: Int? = nil) -> SQLiteRow {
         var values: [SQLiteValue] = []
         var texts: [String?] = []
         for column in 0..<sqlite3_column_count(statement) {
+            if let skipped, Int(column) == skipped {
+                values.append(.null)
+                texts.append(nil)
+                continue
+            }
             switch sqlite3_column_type(statement, column) {
             case SQLITE_INTEGER:
                 values.append(.integer(sqlite3_column_int64(statement, column)))

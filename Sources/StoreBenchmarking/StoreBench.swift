@@ -25,6 +25,8 @@ package struct StoreBench: Sendable {
         package var sqlite: SQLiteWorkload?
         /// The figures through an agent (`dpctl bench --agent`), or `nil` to skip them.
         package var agent: AgentWorkload?
+        /// The keychain item figures (`dpctl bench --items`), or `nil` to skip them.
+        package var items: ItemsWorkload?
         /// Whether the file, small-file and locking figures are measured (`false`: only the
         /// SQLite and agent rows asked for).
         package var fileRows = true
@@ -56,6 +58,11 @@ package struct StoreBench: Sendable {
             let scratch = try BenchScratch(in: options.directory)
             defer { scratch.remove() }
             rows += try agent.run(scratch, progress: progress)
+        }
+        if let items = options.items {
+            let scratch = try BenchScratch(passcode: "1234", in: options.directory)
+            defer { scratch.remove() }
+            rows += items.rows(try items.measure(scratch, progress: progress))
         }
         return BenchReport(rows: rows, options: options)
     }

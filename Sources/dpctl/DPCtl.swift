@@ -43,7 +43,7 @@ struct DPCtl: ParsableCommand {
         subcommands: [
             Init.self, Status.self, Unlock.self, Lock.self, Watch.self, AgentCommand.self, Put.self, Get.self, Cat.self, List.self, Stat.self,
             MakeDirectory.self, Remove.self, Move.self, Copy.self, SetClass.self, SQL.self, PasscodeCommand.self, Erase.self,
-            Demo.self, Scenario.self, Shell.self, Bench.self,
+            ItemCommand.self, Demo.self, Scenario.self, Shell.self, Bench.self,
         ]
     )
 }

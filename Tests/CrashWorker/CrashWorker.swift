@@ -41,12 +41,15 @@ struct CrashWorker {
 
     static func main() {
         let arguments = CommandLine.arguments
-        guard arguments.count == 4 || (arguments.count == 5 && ["sqlite", "sqlite-move"].contains(arguments[4])),
+        guard arguments.count == 4 || (arguments.count == 5 && ["sqlite", "sqlite-move", "items"].contains(arguments[4])),
               let seed = UInt64(arguments[2]) else {
-            FileHandle.standardError.write(Data("usage: CrashWorker <directory> <seed> <passcode> [sqlite | sqlite-move]\n".utf8))
+            FileHandle.standardError.write(Data("usage: CrashWorker <directory> <seed> <passcode> [sqlite | sqlite-move | items]\n".utf8))
             exit(2)
         }
         do {
+            if arguments.count == 5, arguments[4] == "items" {
+                try runItems(directory: URL(fileURLWithPath: arguments[1]), seed: seed, passcode: arguments[3])
+            }
             if arguments.count == 5 {
                 try runSQLite(directory: URL(fileURLWithPath: arguments[1]), seed: seed, passcode: arguments[3], moving: arguments[4] == "sqlite-move")
             }
@@ -213,6 +216,39 @@ struct CrashWorker {
                                      [.integer(tx), .integer(Int64(n)), .blob(pattern(100 + random.next(1500), seed: random.next()))])
             }
             try database.execute("COMMIT")
+            say("A")
+        }
+    }
+
+    /// `items`: keychain items added, updated and deleted for ever, each change announced
+    /// `B add <key> <accessibility> <secret seed> <secret length>`, `B update <key> <seed> <length>`
+    /// or `B delete <key>`, then `A` once it returned (the item's attribute `key` is `<key>`).
+    static func runItems(directory: URL, seed: UInt64, passcode: String) throws {
+        let store = try ProtectedStore(directory: directory, configuration: DeviceConfiguration(passcodeCost: .minimal))
+        try store.device.unlock(passcode: passcode)
+        let keychain = store.keychain
+        let accessibilities: [ItemAccessibility] = [.whenUnlocked, .afterFirstUnlock, .whenPasscodeSetThisDeviceOnly, .afterFirstUnlockThisDeviceOnly]
+        var present = Set(try keychain.items(matching: [:]).items.compactMap { $0.attributes["key"].flatMap(Int.init) })
+        var random = SplitMix64(seed: seed)
+        say("READY")
+        while true {
+            let key = random.next(24)
+            let secretSeed = random.next()
+            let length = 1 + random.next(random.next(8) == 0 ? 4000 : 64)
+            let secret = ItemSecret(bytes: pattern(length, seed: secretSeed))
+            if !present.contains(key) {
+                let accessibility = accessibilities[random.next(accessibilities.count)]
+                say("B add \(key) \(accessibility.rawValue) \(secretSeed) \(length)")
+                try keychain.add(secret, label: "item \(key)", attributes: ["key": "\(key)", "kind": "harness"], accessibility: accessibility)
+                present.insert(key)
+            } else if random.next(3) == 0 {
+                say("B delete \(key)")
+                try keychain.delete(matching: ["key": "\(key)"])
+                present.remove(key)
+            } else {
+                say("B update \(key) \(secretSeed) \(length)")
+                try keychain.update(matching: ["key": "\(key)"], label: "item \(key) v\(secretSeed % 1000)", secret: secret)
+            }
             say("A")
         }
     }

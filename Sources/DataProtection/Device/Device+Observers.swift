@@ -30,6 +30,9 @@ package protocol DeviceLifecycleObserver: AnyObject, Sendable {
     func deviceWillErase()
     /// The device was erased and is fresh again (new keys).
     func deviceDidErase()
+    /// The passcode is about to be removed (the old one was verified; the device is unlocked):
+    /// whatever exists only while a passcode is set goes now.
+    func deviceWillRemovePasscode()
 }
 
 struct Subscribers: Sendable {
@@ -113,4 +116,6 @@ extension Device {
 extension DeviceLifecycleObserver {
     /// Default: nothing to do after an erase.
     package func deviceDidErase() {}
+    /// Default: nothing bound to the passcode.
+    package func deviceWillRemovePasscode() {}
 }

@@ -51,6 +51,11 @@ extension Device {
         expireDue()
         try requireUnlocked()
         try verifyPasscode(oldPasscode.bytes).values.forEach { $0.wipe() }
+        // Passcode-bound items (`whenPasscodeSetThisDeviceOnly`) go first: should the rewrap
+        // then fail, the passcode stays and the items are gone, never the other way round.
+        for observer in lifecycleObservers() {
+            observer.deviceWillRemovePasscode()
+        }
         try rewrap(newPasscode: nil, parameters: .none)
     }
 

@@ -1,4 +1,5 @@
 import DataProtection
+import DataProtectionSQLite
 import Foundation
 
 /// One request from a client to the agent (`Keys/agent-protocol.md`, "Requests").
@@ -40,6 +41,16 @@ public enum AgentRequest: Sendable, Hashable {
     /// Statements streamed through the passed socket, rows streamed back (version 2);
     /// `keepGoing`: a statement that fails does not end the stream (a terminal's session).
     case sqlStream(path: String, create: Bool, protection: ProtectionClass?, keepGoing: Bool)
+    /// Keychain items (`Keys/agent-protocol.md` §4, codes 40-48).
+    case itemAdd(label: String, attributes: [String: String], accessibility: ItemAccessibility, replacing: Bool, secret: ItemSecret)
+    case itemSearch(attributes: [String: String], accessibilities: Set<ItemAccessibility>)
+    case itemByID(id: String)
+    case itemSecret(id: String)
+    case itemUpdate(id: String, label: String?, attributes: [String: String]?, secret: ItemSecret?)
+    case itemUpdateMatching(attributes: [String: String], label: String?, newAttributes: [String: String]?, secret: ItemSecret?)
+    case itemDelete(id: String)
+    case itemDeleteMatching(attributes: [String: String])
+    case itemGeneration
 
     /// The operation code (the frame's first byte).
     public var operation: UInt8 {
@@ -75,13 +86,23 @@ public enum AgentRequest: Sendable, Hashable {
         case .stop: 29
         case .sql: 30
         case .sqlStream: 31
+        case .itemAdd: 40
+        case .itemSearch: 41
+        case .itemByID: 42
+        case .itemSecret: 43
+        case .itemUpdate: 44
+        case .itemUpdateMatching: 45
+        case .itemDelete: 46
+        case .itemDeleteMatching: 47
+        case .itemGeneration: 48
         }
     }
 
-    /// Whether the request holds a passcode (its frame is wiped once sent or read).
+    /// Whether the request holds a passcode or an item's secret (its frame is wiped once sent or read).
     var carriesPasscode: Bool {
         switch self {
-        case .unlock, .setPasscode, .changePasscode, .removePasscode: true
+        case .unlock, .setPasscode, .changePasscode, .removePasscode, .itemAdd: true
+        case .itemUpdate(_, _, _, let secret), .itemUpdateMatching(_, _, _, let secret): secret != nil
         default: false
         }
     }
@@ -171,6 +192,31 @@ public enum AgentRequest: Sendable, Hashable {
             writer.bool(create)
             writer.protectionClass(protection)
             writer.bool(keepGoing)
+        case .itemAdd(let label, let attributes, let accessibility, let replacing, let secret):
+            writer.string(label)
+            writer.attributes(attributes)
+            writer.accessibility(accessibility)
+            writer.bool(replacing)
+            writer.secret(secret)
+        case .itemSearch(let attributes, let accessibilities):
+            writer.attributes(attributes)
+            writer.accessibilities(accessibilities)
+        case .itemByID(let id), .itemSecret(let id), .itemDelete(let id):
+            writer.string(id)
+        case .itemUpdate(let id, let label, let attributes, let secret):
+            writer.string(id)
+            writer.optional(label) { $0.string($1) }
+            writer.optional(attributes) { $0.attributes($1) }
+            writer.optional(secret) { $0.secret($1) }
+        case .itemUpdateMatching(let attributes, let label, let newAttributes, let secret):
+            writer.attributes(attributes)
+            writer.optional(label) { $0.string($1) }
+            writer.optional(newAttributes) { $0.attributes($1) }
+            writer.optional(secret) { $0.secret($1) }
+        case .itemDeleteMatching(let attributes):
+            writer.attributes(attributes)
+        case .itemGeneration:
+            break
         }
         return writer.bytes
     }
@@ -234,6 +280,25 @@ public enum AgentRequest: Sendable, Hashable {
         case 31:
             request = .sqlStream(path: try reader.string(), create: try reader.bool(), protection: try reader.protectionClass(),
                                  keepGoing: try reader.bool())
+        case 40:
+            request = .itemAdd(label: try reader.string(), attributes: try reader.attributes(), accessibility: try reader.accessibility(),
+                               replacing: try reader.bool(), secret: try reader.secret())
+        case 41: request = .itemSearch(attributes: try reader.attributes(), accessibilities: try reader.accessibilities())
+        case 42: request = .itemByID(id: try reader.string())
+        case 43: request = .itemSecret(id: try reader.string())
+        case 44:
+            request = .itemUpdate(
+                id: try reader.string(), label: try reader.optional { reader throws(AgentProtocolViolation) in try reader.string() },
+                attributes: try reader.optional { reader throws(AgentProtocolViolation) in try reader.attributes() },
+                secret: try reader.optional { reader throws(AgentProtocolViolation) in try reader.secret() })
+        case 45:
+            request = .itemUpdateMatching(
+                attributes: try reader.attributes(), label: try reader.optional { reader throws(AgentProtocolViolation) in try reader.string() },
+                newAttributes: try reader.optional { reader throws(AgentProtocolViolation) in try reader.attributes() },
+                secret: try reader.optional { reader throws(AgentProtocolViolation) in try reader.secret() })
+        case 46: request = .itemDelete(id: try reader.string())
+        case 47: request = .itemDeleteMatching(attributes: try reader.attributes())
+        case 48: request = .itemGeneration
         default: throw AgentProtocolViolation("unknown operation \(operation)")
         }
         try reader.finish()

@@ -1,5 +1,6 @@
 import DBusBridge
 import DataProtection
+import DataProtectionSQLite
 import Foundation
 import SodiumBridge
 import Logging
@@ -71,6 +72,8 @@ public final class AgentServer: Sendable {
 
     /// The store served.
     public let store: ProtectedStore
+    /// The store's keychain, held for the agent's life (its generation counts every change the agent serves).
+    let keychain: Keychain
     /// Where the agent listens.
     public let socketPath: String
     /// Whether the listening socket was inherited (socket activation): it is then not
@@ -138,6 +141,7 @@ public final class AgentServer: Sendable {
         sessionFollower = follower
         sessionEvents = relay
         self.store = store
+        keychain = store.keychain
         self.socketPath = socketPath
         self.configuration = configuration
         isSocketInherited = false
@@ -162,6 +166,7 @@ public final class AgentServer: Sendable {
                                       hint: "Socket activation hands over one listening Unix-domain stream socket (ListenStream= in a .socket unit).")
         }
         self.store = store
+        keychain = store.keychain
         self.configuration = configuration
         isSocketInherited = true
         sessionFollower = follower

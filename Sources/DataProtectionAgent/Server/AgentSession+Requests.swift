@@ -33,6 +33,9 @@ extension AgentSession {
         case .erase:
             try device.erase()
             return .ok([])
+        case .itemAdd, .itemSearch, .itemByID, .itemSecret, .itemUpdate, .itemUpdateMatching, .itemDelete, .itemDeleteMatching,
+             .itemGeneration:
+            return try performItemRequest(request)
         case .sql(let path, let create, let protection, let statements):
             return .ok(try runSQL(statements, inDatabaseAtPath: path, create: create, protection: protection))
         case .sqlStream(let path, let create, let protection, let keepGoing):

@@ -16,6 +16,8 @@ final class AgentSession {
     /// Set by a request whose answer carries plaintext of a class that locks (`read`, an
     /// inline `readFile`, `sql`): the answer is not delivered once that class's key is gone.
     var contentWatch: AgentDiscardWatch?
+    /// Set by a request whose answer carries an item's secret: the answer's frame is wiped once sent.
+    var answerIsSecret = false
     /// The protocol version this connection speaks (its hello's).
     private var version = AgentWireFormat.version
     var store: ProtectedStore { server.store }
@@ -52,7 +54,10 @@ final class AgentSession {
                 } catch {
                     response = .failure(error)
                 }
-                defer { contentWatch = nil }
+                defer {
+                    contentWatch = nil
+                    answerIsSecret = false
+                }
                 guard respond(response, watch: contentWatch) else { return }
                 if case .stop = request {
                     server.stop()
@@ -106,7 +111,7 @@ final class AgentSession {
     @discardableResult
     private func respond(_ response: AgentResponse) -> Bool {
         do {
-            try channel.send(response.encoded())
+            try channel.send(response.encoded(), wiping: answerIsSecret)
             return true
         } catch {
             return false

@@ -50,6 +50,16 @@ struct Bench: ParsableCommand {
           help: "Add the rows through an agent (served on a thread of this process, over its socket): put and get of --size, 4 KiB get and stat per second with 1 and 16 clients, each against the same work in process.")
     var agent = false
 
+    @Flag(name: .customLong("items"),
+          help: "Add the keychain item rows: 1000 single adds, then up to --items-count items in batches of 1000, 10k random lookups by attributes and 10k secret reads.")
+    var items = false
+
+    @Flag(name: .customLong("items-only"), help: "Only the keychain item rows (implies --items).")
+    var itemsOnly = false
+
+    @Option(name: .customLong("items-count"), help: "Items in the keychain for --items.")
+    var itemsCount = 100_000
+
     func validate() throws {
         guard size.bytes >= 1 << 14 else { throw ValidationError("--size must be at least 16KiB.") }
         guard sqliteScale >= 1, sqliteScale <= 1000 else { throw ValidationError("--sqlite-scale must be between 1 and 1000.") }
@@ -65,7 +75,7 @@ struct Bench: ParsableCommand {
             options.handles = handles
             options.randomReads = 2000
             options.directory = directory.map { URL(fileURLWithPath: $0) }
-            options.fileRows = !sqliteOnly
+            options.fileRows = !sqliteOnly && !itemsOnly
             if sqlite || sqliteOnly {
                 var workload = SQLiteWorkload()
                 workload.transactionRows /= sqliteScale
@@ -75,6 +85,11 @@ struct Bench: ParsableCommand {
                 options.sqlite = workload
             }
             if agent { options.agent = AgentWorkload(size: size.bytes, rounds: rounds) }
+            if items || itemsOnly {
+                var workload = ItemsWorkload()
+                workload.count = max(1, itemsCount)
+                options.items = workload
+            }
             let quiet = quiet
             let bench = StoreBench(options: options) { line in
                 guard !quiet else { return }

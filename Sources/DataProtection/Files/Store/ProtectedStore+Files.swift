@@ -418,6 +418,9 @@ extension ProtectedStore {
                 }
                 names.append(name)
             }
+            if storePath.isRoot, !ReservedStoreArea.isOpen {
+                names.removeAll { $0 == ReservedStoreArea.itemsDirectory }
+            }
             return names.sorted()
         }
     }

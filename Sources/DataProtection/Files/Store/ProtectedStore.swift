@@ -550,4 +550,12 @@ final class StoreLifecycleObserver: DeviceLifecycleObserver, @unchecked Sendable
     func deviceWillRestart(flushing: Bool) { store?.deviceWillRestart(flushing: flushing) }
     func deviceWillErase() { store?.deviceWillErase() }
     func deviceDidErase() { store?.deviceDidErase() }
+    func deviceWillRemovePasscode() {
+        guard let store else { return }
+        do throws(DataProtectionError) {
+            try store.discardPasscodeBoundItems()
+        } catch {
+            store.device.logger.error("could not remove the passcode-bound items", metadata: ["error": "\(error.code.rawValue)"])
+        }
+    }
 }

@@ -32,6 +32,9 @@ struct StorePath: Hashable, Sendable, CustomStringConvertible {
                 }
             }
         }
+        guard !ReservedStoreArea.contains(components) || ReservedStoreArea.isOpen else {
+            throw Self.invalid(path, "\(ReservedStoreArea.itemsDirectory) is reserved for the store's keychain items (use the items API or `dpctl item`)")
+        }
         self.components = components
     }
 

@@ -1,0 +1,56 @@
+import ArgumentParser
+import DataProtection
+import DataProtectionSQLite
+import Foundation
+
+/// `dpctl item update (--id ID | --attr k=v …) [--label L] [--new-attr k=v …] [--secret-stdin | --secret-file F]`.
+struct ItemUpdate: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "update",
+        abstract: "Change the label, the attributes or the secret of an item (by --id) or of every item with the given attributes.",
+        discussion: "--new-attr replaces the whole attribute set. The accessibility does not change: rm, then add.")
+
+    @OptionGroup var storeOptions: StoreOptions
+    @OptionGroup var passcodeOptions: PasscodeOptions
+    @OptionGroup var selection: ItemSelectionOptions
+    @OptionGroup var output: OutputOptions
+
+    @Option(name: .customLong("label"), help: ArgumentHelp("The new label.", valueName: "text"))
+    var label: String?
+
+    @Option(name: .customLong("new-attr"), help: ArgumentHelp("The new attribute set, one attribute each (repeatable).", valueName: "key=value"))
+    var newAttributePairs: [String] = []
+
+    @Flag(name: .customLong("secret-stdin"), help: "Read the new secret from standard input.")
+    var secretFromStandardInput = false
+
+    @Option(name: .customLong("secret-file"), help: ArgumentHelp("Read the new secret from this file.", valueName: "file"))
+    var secretFile: String?
+
+    func validate() throws {
+        guard !selection.isEmpty else { throw ValidationError("Say which items: --id, or --attr (or --service/--account).") }
+        guard !(secretFromStandardInput && secretFile != nil) else { throw ValidationError("--secret-stdin and --secret-file both given.") }
+        guard label != nil || !newAttributePairs.isEmpty || secretFromStandardInput || secretFile != nil else {
+            throw ValidationError("Nothing to change: give --label, --new-attr, --secret-stdin or --secret-file.")
+        }
+    }
+
+    func run() throws {
+        try reporting {
+            let newAttributes = newAttributePairs.isEmpty ? nil : try ItemSelectionOptions.parse(newAttributePairs, option: "--new-attr")
+            let secret = secretFromStandardInput || secretFile != nil ? try SecretInput.read(file: secretFile) : nil
+            defer { secret?.wipe() }
+            let session = try Session(storeOptions, passcode: passcodeOptions)
+            let keychain = try session.keychain(unlockingFor: .complete)
+            let updated: [KeychainItem]
+            if let id = selection.id {
+                guard try selection.attributes().isEmpty else { throw ValidationError("--id and attributes both given.") }
+                updated = [try keychain.updateItem(withID: id, label: label, attributes: newAttributes, secret: secret)]
+            } else {
+                updated = try keychain.update(matching: try selection.attributes(), label: label, attributes: newAttributes, secret: secret)
+            }
+            if output.json { return try printJSON(updated.map(ItemJSON.init)) }
+            for item in updated { print(item.id) }
+        }
+    }
+}
