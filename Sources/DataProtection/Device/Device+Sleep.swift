@@ -4,10 +4,10 @@ extension Device {
     /// discards the class A and B secret keys at once, also those of a lock still inside its
     /// grace period (open handles are flushed first, as at any discard). The class CX key keeps
     /// its inactivity period. Does nothing before the first unlock.
-    public func lockDiscardingKeys() {
+    public func lockDiscardingKeys() throws(DataProtectionError) {
         transition.lock()
         defer { transition.unlock() }
-        lock()
+        try lock()
         let now = clock.now
         core.withLock { core in
             guard core.state == .locked else { return }

@@ -164,7 +164,11 @@ package final class LoginSessionFollower: Sendable {
 
     private func lock(_ change: AgentSessionEvent.Change, _ source: String) {
         logger.info("agent: the session locked, locking", metadata: ["source": "\(source)"])
-        if change == .sleeping { device.lockDiscardingKeys() } else { device.lock() }
+        do {
+            if change == .sleeping { try device.lockDiscardingKeys() } else { try device.lock() }
+        } catch {
+            logger.error("agent: locking for the session failed", metadata: ["source": "\(source)", "error": "\(error)"])
+        }
         post(AgentSessionEvent(change: change, source: source))
     }
 

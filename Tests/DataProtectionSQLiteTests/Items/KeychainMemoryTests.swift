@@ -55,7 +55,7 @@ struct KeychainMemoryTests {
             let before = try MemoryScanner.scan(for: needles)
             #expect(!before.findings.isEmpty, "secrets cached before the lock: \(before.findings.count) found")
 
-            fixture.device.lock()
+            try fixture.device.lock()
             #expect(try keychain.items(matching: [:]).lockedAccessibilities.contains(.whenUnlocked))
             let after = try MemoryScanner.scan(for: needles)
             print("Keychain at the discard: \(needles.count) secrets searched, \(before.findings.count) copies before, "

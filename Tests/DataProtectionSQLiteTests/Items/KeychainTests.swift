@@ -69,7 +69,7 @@ import Testing
             #expect(try readable(keychain!) == Set(ItemAccessibility.allCases))
 
             // Locked (grace 0): only the afterFirstUnlock ones; the others are reported locked.
-            fixture.device.lock()
+            try fixture.device.lock()
             let locked = try keychain!.items(matching: [:])
             #expect(Set(locked.items.map(\.accessibility)) == [.afterFirstUnlock, .afterFirstUnlockThisDeviceOnly])
             #expect(locked.lockedAccessibilities == [.whenUnlocked, .whenUnlockedThisDeviceOnly, .whenPasscodeSetThisDeviceOnly])
@@ -91,7 +91,7 @@ import Testing
             #expect(booted.items.isEmpty && booted.lockedAccessibilities == Set(ItemAccessibility.allCases))
             try fixture.unlock()
             #expect(try readable(keychain!) == Set(ItemAccessibility.allCases))
-            fixture.device.lock()
+            try fixture.device.lock()
             #expect(try readable(keychain!) == [.afterFirstUnlock, .afterFirstUnlockThisDeviceOnly])
             try fixture.unlock()
 
@@ -146,7 +146,7 @@ import Testing
             let taken = try keychain.migratableItems()
             #expect(Set(taken.map(\.item.accessibility)) == [.whenUnlocked, .afterFirstUnlock])
             #expect(taken.allSatisfy { $0.secret.secretString == "s-" + $0.item.accessibility.rawValue })
-            fixture.device.lock()
+            try fixture.device.lock()
             expectCode(.protectedDataUnavailable) { _ = try keychain.migratableItems() }
             try fixture.unlock()
             let before = keychain.generation
