@@ -168,6 +168,59 @@ struct SecretServiceTests {
         }
     }
 
+    @Test("Unlock of the locked collection returns a prompt that completes when dpctl unlock unlocks the device; Dismiss ends one")
+    func unlockPrompt() throws {
+        let bus = try SessionBusFixture(system: false, session: true)
+        let busEnvironment = ["DBUS_SESSION_BUS_ADDRESS": bus.sessionAddress]
+        let agent = try AgentCommandTests.AgentFixture(["--auto-lock", "never", "--grace", "0s", "--secret-service"], extra: busEnvironment)
+        defer { agent.stop() }
+        let script = agent.fixture.directory.appendingPathComponent("prompt-client.py")
+        try Self.promptClient.write(to: script, atomically: true, encoding: .utf8)
+        let environment = agent.fixture.environment(passcode: "1234", extra: busEnvironment.merging(["DPCTL_BINARY": DPCtlRunner.executable.path]) { $1 })
+        // Never unlocked yet: the collection is locked.
+        let python = try Self.client("/usr/bin/python3", [script.path], environment: environment)
+        #expect(python.status == 0, "\(python.error)")
+        let seen = try #require(try JSONSerialization.jsonObject(with: python.output) as? [String: Any], "\(python.text)")
+        #expect(seen["unlocked_at_once"] as? [String] == [])
+        #expect((seen["prompt"] as? String)?.hasPrefix("/org/freedesktop/secrets/prompt/") == true)
+        #expect(seen["dismissed"] as? Bool == false)
+        #expect(seen["result_signature"] as? String == "ao")
+        #expect(seen["result_paths"] as? [String] == ["/org/freedesktop/secrets/aliases/default"])
+        #expect(seen["after_unlocked"] as? [String] == ["/org/freedesktop/secrets/aliases/default"])
+        #expect(seen["after_prompt"] as? String == "/")
+        #expect(seen["dismiss_prompt"] as? Bool == true)
+        #expect(seen["dismissed_prompt_gone"] as? Bool == true)
+    }
+
+    /// Unlock through a prompt, completed by `dpctl unlock` run a second later; then a prompt dismissed.
+    static let promptClient = """
+        import json, os, subprocess, threading
+        import secretstorage
+        from secretstorage.util import DBusAddressWrapper, exec_prompt
+        from secretstorage.defines import SS_PATH, SS_PREFIX
+        dpctl = os.environ["DPCTL_BINARY"]
+        conn = secretstorage.dbus_init()
+        service = DBusAddressWrapper(SS_PATH, SS_PREFIX + "Service", conn)
+        collection = "/org/freedesktop/secrets/aliases/default"
+        unlocked, prompt = service.call("Unlock", "ao", [collection])
+        seen = {"unlocked_at_once": unlocked, "prompt": prompt}
+        threading.Timer(1.0, lambda: subprocess.run([dpctl, "unlock"], check=True, stdout=subprocess.DEVNULL)).start()
+        dismissed, result = exec_prompt(conn, prompt)
+        seen["dismissed"] = dismissed
+        seen["result_signature"], seen["result_paths"] = result
+        seen["after_unlocked"], seen["after_prompt"] = service.call("Unlock", "ao", [collection])
+        subprocess.run([dpctl, "lock"], check=True, stdout=subprocess.DEVNULL)
+        unlocked, prompt = service.call("Unlock", "ao", [collection])
+        seen["dismiss_prompt"] = prompt != "/"
+        DBusAddressWrapper(prompt, SS_PREFIX + "Prompt", conn).call("Dismiss", "")
+        try:
+            DBusAddressWrapper(prompt, SS_PREFIX + "Prompt", conn).call("Prompt", "s", "")
+            seen["dismissed_prompt_gone"] = False
+        except Exception:
+            seen["dismissed_prompt_gone"] = True
+        print(json.dumps(seen))
+        """
+
     /// python3-secretstorage against the provider: argument 1 is the session algorithm to force
     /// (`plain` or `dh`). Prints one JSON object of what it saw; exits non-zero on any failure.
     static let pythonClient = """

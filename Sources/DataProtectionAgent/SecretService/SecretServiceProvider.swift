@@ -11,7 +11,7 @@ import SodiumBridge
 /// The store's keychain is one collection (`/org/freedesktop/secrets/collection/keychain`, the
 /// `default` alias). Every item of the keychain is an item of it, with its true locked state
 /// (from its accessibility); items created by Secret Service clients are
-/// ``ItemAccessibility/whenUnlocked``. Items of a locked class cannot be listed (their
+/// `whenUnlocked`. Items of a locked class cannot be listed (their
 /// attributes are encrypted under the class key): a search does not return them. Sessions:
 /// `plain` and `dh-ietf1024-sha256-aes128-cbc-pkcs7`. `Unlock` of a locked object returns a
 /// prompt that completes when the device is unlocked (`dpctl unlock`), or is dismissed after
