@@ -116,9 +116,13 @@ struct SecretServiceTests {
             let seen = try #require(try JSONSerialization.jsonObject(with: python.output) as? [String: Any], "\(algorithm): \(python.text)")
             #expect(seen["session_encrypted"] as? Bool == (algorithm == "dh"))
             #expect(seen["found"] as? Int == 1)
+            #expect((seen["sessions_used"] as? [String])?.count == 1, "the client used another session than the one forced")
             #expect(seen["secret_ok"] as? Bool == true)
             #expect(seen["label"] as? String == "py \(algorithm)")
             #expect(seen["attributes"] as? [String: String] == ["app": "py", "alg": algorithm])
+            #expect(seen["relabeled"] as? String == "renamed \(algorithm)")
+            #expect(seen["reattributed"] as? [String: String] == ["app": "py", "alg": algorithm, "xdg:schema": "org.example.Test"])
+            #expect(seen["secret_after_close"] as? String == "org.freedesktop.Secret.Error.NoSession")
             #expect(seen["locked_before"] as? [Bool] == [false, false])
             #expect(seen["locked_after_lock"] as? [Bool] == [true, true])
             #expect(seen["found_while_locked"] as? Int == 0)
@@ -243,14 +247,20 @@ struct SecretServiceTests {
             session.set_server_public_key(int.from_bytes(output[1], "big"))
         session.object_path = path
         seen = {"session_encrypted": session.encrypted}
-        collection = secretstorage.get_default_collection(conn, session=session)
+        # get_default_collection() would ignore the session given: the collection with it.
+        collection = secretstorage.Collection(conn, "/org/freedesktop/secrets/aliases/default", session=session)
         secret = ("py-secret-" + algorithm).encode() + bytes(range(0, 40))
         item = collection.create_item("py " + algorithm, {"app": "py", "alg": algorithm}, secret, replace=True)
         found = list(collection.search_items({"app": "py", "alg": algorithm}))
         seen["found"] = len(found)
+        seen["sessions_used"] = sorted(set([item.session.object_path, found[0].session.object_path, path]))
         seen["secret_ok"] = found[0].get_secret() == secret
         seen["label"] = found[0].get_label()
         seen["attributes"] = found[0].get_attributes()
+        found[0].set_label("renamed " + algorithm)
+        found[0].set_attributes({"app": "py", "alg": algorithm, "xdg:schema": "org.example.Test"})
+        seen["relabeled"] = item.get_label()
+        seen["reattributed"] = item.get_attributes()
         seen["locked_before"] = [item.is_locked(), collection.is_locked()]
         subprocess.run([dpctl, "lock"], check=True, stdout=subprocess.DEVNULL)
         seen["locked_after_lock"] = [item.is_locked(), collection.is_locked()]
@@ -265,6 +275,12 @@ struct SecretServiceTests {
         subprocess.run([dpctl, "unlock"], check=True, stdout=subprocess.DEVNULL)
         seen["locked_after_unlock"] = [item.is_locked(), collection.is_locked()]
         seen["secret_after_unlock"] = item.get_secret() == secret
+        DBusAddressWrapper(session.object_path, SS_PREFIX + "Session", conn).call("Close", "")
+        try:
+            item.get_secret()
+            seen["secret_after_close"] = "returned"
+        except Exception as error:
+            seen["secret_after_close"] = getattr(error, "name", type(error).__name__)
         item.delete()
         seen["found_after_delete"] = len(list(collection.search_items({"app": "py", "alg": algorithm})))
         print(json.dumps(seen, sort_keys=True))
