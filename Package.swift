@@ -87,11 +87,23 @@ let package = Package(
             name: "DBusBridge",
             dependencies: ["CSystemd"]
         ),
+        // OpenSSL's libcrypto from the system (Debian: libssl-dev). Only CryptoBridge imports it.
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        // The one place that touches libcrypto: what libsodium lacks for the Secret Service
+        // (the 1024-bit MODP Diffie-Hellman group, AES-128-CBC with PKCS#7, HKDF-SHA-256).
+        .target(
+            name: "CryptoBridge",
+            dependencies: ["COpenSSL", "SodiumBridge"]
+        ),
         // The agent (one owner serving a store to other processes) and its client.
         .target(
             name: "DataProtectionAgent",
             dependencies: [
-                "DataProtection", "DataProtectionSQLite", "SQLiteBridge", "SocketBridge", "SodiumBridge", "DBusBridge",
+                "DataProtection", "DataProtectionSQLite", "SQLiteBridge", "SocketBridge", "SodiumBridge", "DBusBridge", "CryptoBridge",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -214,6 +226,10 @@ let package = Package(
         .testTarget(
             name: "SodiumBridgeTests",
             dependencies: ["SodiumBridge"]
+        ),
+        .testTarget(
+            name: "CryptoBridgeTests",
+            dependencies: ["CryptoBridge", "SodiumBridge"]
         ),
         .testTarget(
             name: "DBusBridgeTests",

@@ -43,18 +43,25 @@ public final class AgentServer: Sendable {
         /// Whether to tell a service manager (`$NOTIFY_SOCKET`, `Type=notify` units) that the agent
         /// is ready (`READY=1`), its lock state (`STATUS=`) and that it stops (`STOPPING=1`).
         public var notifiesServiceManager: Bool
+        /// Whether to serve the store's keychain as the freedesktop Secret Service
+        /// (`org.freedesktop.secrets`) on the session bus (``sessionBusAddress``), beside the
+        /// socket: ``SecretServiceProvider``. Starting fails (`storeBusy`, naming it) when
+        /// another process owns the name, `ioFailure` without a session bus.
+        public var servesSecretService: Bool
 
         /// The agent's rules: auto-lock after `autoLock` idle (`nil`: never), at most
         /// `maximumConnections` served at once, each to send its hello within `helloTimeout`;
         /// the login session followed as `sessionFollowing` says; the service manager told of
-        /// readiness and state when `notifiesServiceManager`.
+        /// readiness and state when `notifiesServiceManager`; the keychain served as the Secret
+        /// Service when `servesSecretService`.
         public init(autoLock: Duration? = .seconds(300), maximumConnections: Int = 1024, helloTimeout: Duration = .seconds(5),
-                    sessionFollowing: SessionFollowing = .never, notifiesServiceManager: Bool = false) {
+                    sessionFollowing: SessionFollowing = .never, notifiesServiceManager: Bool = false, servesSecretService: Bool = false) {
             self.autoLock = autoLock
             self.maximumConnections = maximumConnections
             self.helloTimeout = helloTimeout
             self.sessionFollowing = sessionFollowing
             self.notifiesServiceManager = notifiesServiceManager
+            self.servesSecretService = servesSecretService
         }
     }
 
@@ -88,6 +95,8 @@ public final class AgentServer: Sendable {
     let sessionFollower: LoginSessionFollower?
     /// Where session events go: the watching connections.
     let sessionEvents: AgentSessionEventRelay
+    /// The Secret Service served on the session bus (``Configuration/servesSecretService``).
+    public let secretService: SecretServiceProvider?
     private let state = Locked(State())
     private let finished = DispatchSemaphore(value: 0)
 
@@ -138,6 +147,14 @@ public final class AgentServer: Sendable {
             follower?.stop()
             throw error
         }
+        do {
+            secretService = try Self.startSecretService(store, configuration)
+        } catch {
+            follower?.stop()
+            listener.close()
+            unlink(socketPath)
+            throw error
+        }
         sessionFollower = follower
         sessionEvents = relay
         self.store = store
@@ -164,6 +181,12 @@ public final class AgentServer: Sendable {
             follower?.stop()
             throw DataProtectionError(.invalidArgument, "The agent cannot serve on \(error).",
                                       hint: "Socket activation hands over one listening Unix-domain stream socket (ListenStream= in a .socket unit).")
+        }
+        do {
+            secretService = try Self.startSecretService(store, configuration)
+        } catch {
+            follower?.stop()
+            throw error
         }
         self.store = store
         keychain = store.keychain
@@ -307,6 +330,7 @@ public final class AgentServer: Sendable {
         if waiting { _ = finished.wait(timeout: .now() + 30) }
         listener.close()
         sessionFollower?.stop()
+        secretService?.stop()
         do {
             try store.device.reboot()
         } catch {

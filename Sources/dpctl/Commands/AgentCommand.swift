@@ -46,6 +46,12 @@ struct AgentCommand: ParsableCommand {
             """)
         var lockWithSession = false
 
+        @Flag(name: .customLong("secret-service"), help: """
+            Also serve the store's keychain as the freedesktop Secret Service (org.freedesktop.secrets) on the session bus, \
+            for secret-tool, libsecret and python-secretstorage. Fails when another process owns the name.
+            """)
+        var secretService = false
+
         @Flag(name: .customLong("detached-child"), help: .hidden)
         var detachedChild = false
 
@@ -83,7 +89,7 @@ struct AgentCommand: ParsableCommand {
             let session = try Session(owning: storeOptions, configuration: configuration)
             let serverConfiguration = AgentServer.Configuration(
                 autoLock: autoLock.duration, sessionFollowing: lockWithSession ? .required : .whenAvailable,
-                notifiesServiceManager: foreground)
+                notifiesServiceManager: foreground, servesSecretService: secretService)
             let server = if let inherited {
                 try AgentServer(store: session.local!, listeningDescriptor: inherited, configuration: serverConfiguration)
             } else {
@@ -127,6 +133,7 @@ struct AgentCommand: ParsableCommand {
             if let store = storeOptions.store { arguments += ["--store", store] }
             if let device = storeOptions.device { arguments += ["--device", device] }
             if lockWithSession { arguments.append("--lock-with-session") }
+            if secretService { arguments.append("--secret-service") }
             process.arguments = arguments
             let pipe = Pipe()
             process.standardInput = FileHandle.nullDevice
