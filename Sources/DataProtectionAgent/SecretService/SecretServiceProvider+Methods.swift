@@ -10,6 +10,7 @@ extension SecretServiceProvider {
     /// sd-bus answers `UnknownMethod`/`UnknownObject`).
     func handle(_ message: DBusMessage) throws(DBusError) -> Bool {
         guard message.kind == .methodCall, let path = message.path, let member = message.member else { return false }
+        state.withLock { $0.whenCalled }?()
         if message.interface == "org.freedesktop.DBus.Introspectable" { return false }
         if message.interface == "org.freedesktop.DBus.Properties" { return try handleProperties(message, path: path, member: member) }
         if path == Self.servicePath { return try handleService(message, member: member) }

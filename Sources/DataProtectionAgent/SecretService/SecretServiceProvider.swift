@@ -42,6 +42,8 @@ public final class SecretServiceProvider: Sendable {
         var accessibilities: [String: ItemAccessibility] = [:]
         var registration: DBusRegistration?
         var observation: DeviceObservation?
+        /// Called at every method call of a client (the agent's idle timer counts it as activity).
+        var whenCalled: (@Sendable () -> Void)?
     }
     let state = Locked(State())
 
@@ -156,6 +158,12 @@ public final class SecretServiceProvider: Sendable {
         case .fileNotFound: DBusError(name: "org.freedesktop.Secret.Error.NoSuchObject", message: error.message)
         default: DBusError(name: "org.freedesktop.DBus.Error.Failed", message: error.description)
         }
+    }
+
+    /// Calls `handler` at every method call a client makes: a Secret Service client's use is
+    /// activity for the agent's auto-lock, as a request on its socket is.
+    package func whenCalled(_ handler: @escaping @Sendable () -> Void) {
+        state.withLock { $0.whenCalled = handler }
     }
 
     static let noSuchObject = DBusError(name: "org.freedesktop.Secret.Error.NoSuchObject", message: "No such object.")

@@ -162,6 +162,7 @@ public final class AgentServer: Sendable {
         self.socketPath = socketPath
         self.configuration = configuration
         isSocketInherited = false
+        secretService?.whenCalled { [weak self] in self?.noteActivity() }
     }
 
     /// Serves `store` on a listening socket this process inherited (socket activation, as
@@ -194,6 +195,7 @@ public final class AgentServer: Sendable {
         isSocketInherited = true
         sessionFollower = follower
         sessionEvents = relay
+        secretService?.whenCalled { [weak self] in self?.noteActivity() }
     }
 
     /// The listening socket handed over by socket activation, if any: systemd's protocol
