@@ -216,7 +216,7 @@ let package = Package(
         .testTarget(
             name: "ReadmeTests",
             dependencies: ["ReadmeExample", "dpctl", "DataProtection", "DataProtectionSQLite", "DataProtectionGRDB",
-                           "DataProtectionAgent", "DataProtectionScenarios", "DataProtectionScenarioTesting",
+                           "DataProtectionAgent", "DataProtectionBackup", "DataProtectionScenarios", "DataProtectionScenarioTesting",
                            .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(

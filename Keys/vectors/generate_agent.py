@@ -131,14 +131,27 @@ RESPONSES = [
 # --- §6, reply bodies ----------------------------------------------------------------------
 
 
+DEVICE_KEY_KINDS = {None: 0, "file": 1, "tpm": 2}
+
+
 def status_body(state, passcode_set, failures, next_attempt_ms, auto_lock_ms, auto_lock_in_ms, discard_in_ms,
-                available, pid):
+                available, pid, device_key=None, session=None):
+    """§6: the appended fields (device key kind, then the session followed: lock sources and buses
+    gone) are written when either is given, as an agent of now sends them."""
     mask = 0
     for name in available:
         mask |= 1 << (CLASSES[name] - 1)
-    return (u8(STATES[state]) + boolean(passcode_set) + u32(failures) + optional(next_attempt_ms, ms)
+    body = (u8(STATES[state]) + boolean(passcode_set) + u32(failures) + optional(next_attempt_ms, ms)
             + optional(auto_lock_ms, ms) + optional(auto_lock_in_ms, ms) + optional(discard_in_ms, ms)
             + u8(mask) + u32(pid))
+    if device_key is None and session is None:
+        return body
+    body += u8(DEVICE_KEY_KINDS[device_key])
+    if session is not None:
+        sources, gone = session
+        body += u8(len(sources)) + b"".join(string(name) for name in sources)
+        body += u8(len(gone)) + b"".join(string(name) for name in gone)
+    return body
 
 
 def attributes_body(kind, size, cls, creation_ns, modification_ns):
@@ -169,14 +182,16 @@ def rows_body(rows):
 
 BODIES = [
     ("status", "unlocked, passcode set, no failures, auto-lock every 300000 ms, in 299000 ms; every class "
-     "available; pid 4242",
-     status_body("unlocked", True, 0, None, 300_000, 299_000, None, list(CLASSES)[1:], 4242)),
+     "available; pid 4242; device key file",
+     status_body("unlocked", True, 0, None, 300_000, 299_000, None, list(CLASSES)[1:], 4242, device_key="file")),
     ("status", "locked inside the grace period, 3 failures, next attempt in 60000 ms, auto-lock never, keys "
-     "discarded in 9500 ms; completeUntilFirstUserAuthentication and none available; pid 1",
+     "discarded in 9500 ms; completeUntilFirstUserAuthentication and none available; pid 1; device key tpm",
      status_body("locked", True, 3, 60_000, None, None, 9_500,
-                 ["completeUntilFirstUserAuthentication", "none"], 1)),
-    ("status", "booted, no passcode, nothing available, a delay of 2^52 ms (the largest `ms`); pid 2147483647",
-     status_body("booted", False, 10, MS_MAX, None, None, None, [], 2**31 - 1)),
+                 ["completeUntilFirstUserAuthentication", "none"], 1, device_key="tpm")),
+    ("status", "booted, no passcode, nothing available, a delay of 2^52 ms (the largest `ms`); pid 2147483647; "
+     "device key a provider of the program's own; following the screensavers, the system bus gone",
+     status_body("booted", False, 10, MS_MAX, None, None, None, [], 2**31 - 1,
+                 session=(["screensavers (session bus)"], ["system bus"]))),
     ("attributes", "a file of 12 bytes, class complete, created at 1700000000 s, no modification date",
      attributes_body("file", 12, "complete", 1_700_000_000_000_000_000, None)),
     ("attributes", "a directory whose new entries take completeUnlessOpen, size 0, created 1 s before 1970 "

@@ -1,5 +1,6 @@
 import DataProtection
 import DataProtectionAgent
+import DataProtectionBackup
 import DataProtectionGRDB
 import DataProtectionScenarioTesting
 import DataProtectionScenarios
@@ -73,5 +74,32 @@ struct ConsumerTests {
             .lock()
             .get("Documents/log.txt", expect: .error(.protectedDataUnavailable))
             .assertPasses()
+    }
+
+    @Test("keychain items and a backup restored on a second device, as in the README's tour")
+    func itemsAndBackups() throws {
+        let folder = try TemporaryDirectory()
+        let configuration = DeviceConfiguration(passcodeCost: .minimal)
+        let store = try ProtectedStore(creatingAt: folder.url.appendingPathComponent("store"), passcode: "1234", configuration: configuration)
+        try store.device.unlock(passcode: "1234")
+        try store.keychain.setSecret(ItemSecret("s3cret"), service: "mail", account: "ann")
+        try store.write(Data("dear diary".utf8), to: "Documents/diary.txt", protection: .complete)
+
+        let key = AgeIdentity.generate()
+        let archive = folder.url.appendingPathComponent("store.age")
+        FileManager.default.createFile(atPath: archive.path, contents: nil)
+        let output = try FileHandle(forWritingTo: archive)
+        try Backup.create(of: store, device: store.device, to: .fileDescriptor(.init(rawValue: output.fileDescriptor)),
+                          recipients: [key.recipient!], items: KeychainBackupItems(store.keychain))
+        try output.close()
+
+        let other = try ProtectedStore(creatingAt: folder.url.appendingPathComponent("other"), passcode: "5678", configuration: configuration)
+        try other.device.unlock(passcode: "5678")
+        let input = try FileHandle(forReadingFrom: archive)
+        try Backup.restore(from: .fileDescriptor(.init(rawValue: input.fileDescriptor)), identities: [key], into: other,
+                           items: KeychainBackupItems(other.keychain))
+        try input.close()
+        #expect(try other.contents(atPath: "Documents/diary.txt") == Data("dear diary".utf8))
+        #expect(try other.keychain.secret(service: "mail", account: "ann").secretString == "s3cret")
     }
 }

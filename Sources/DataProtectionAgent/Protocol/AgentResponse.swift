@@ -179,10 +179,11 @@ extension AgentStatus {
         }
         writer.u8(mask)
         writer.u32(UInt32(bitPattern: agentProcessIdentifier))
-        // Appended (§6), in this order: the session followed, then what holds the device key;
-        // absent from agents of before, always sent by agents of now.
-        (sessionFollowing ?? AgentSessionFollowing(sources: [])).encode(into: &writer)
+        // Appended (§6), in this order: what holds the device key (0: not said), then the
+        // session followed; absent from agents of before, both sent by agents of now.
+        guard deviceKeyKind != nil || sessionFollowing != nil else { return writer.bytes }
         writer.u8(deviceKeyKind.map { AgentWireFormat.deviceKeyKinds.firstIndex(of: $0)! + 1 }.map(UInt8.init) ?? 0)
+        sessionFollowing?.encode(into: &writer)
         return writer.bytes
     }
 
@@ -197,10 +198,10 @@ extension AgentStatus {
         let discard = try reader.milliseconds()
         let mask = try reader.u8()
         let pid = Int32(bitPattern: try reader.u32())
-        // Appended later (an agent of before says nothing).
-        let following = reader.isAtEnd ? nil : try AgentSessionFollowing.decode(from: &reader)
+        // Appended later, each read only when bytes remain (an agent of before says nothing).
         let keyKind = reader.isAtEnd ? 0 : Int(try reader.u8())
         guard keyKind <= AgentWireFormat.deviceKeyKinds.count else { throw AgentProtocolViolation("device key kind \(keyKind)") }
+        let following = reader.isAtEnd ? nil : try AgentSessionFollowing.decode(from: &reader)
         try reader.finish()
         let classes = AgentWireFormat.classes.enumerated().filter { mask & (1 << $0.offset) != 0 }.map(\.element)
         return AgentStatus(state: state, passcodeSet: passcodeSet, failedPasscodeAttempts: failures, nextAttemptAllowedIn: next,

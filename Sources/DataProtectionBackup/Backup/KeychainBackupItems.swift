@@ -6,9 +6,9 @@ import Foundation
 /// (`Keys/backup-format.md` §5): every `whenUnlocked` and `afterFirstUnlock` item (never a
 /// `…ThisDeviceOnly` one), with its label, attributes and secret.
 ///
-/// Works over any ``ProtectedKeychain``: `store.keychain` in this process, `AgentStore.keychain`
-/// through an agent. A restore into an in-process ``Keychain`` adds the items with
-/// ``Keychain/restore(_:)`` (one transaction per protection domain); through an agent, one
+/// Works over any `ProtectedKeychain`: `store.keychain` in this process, `AgentStore.keychain`
+/// through an agent. A restore into an in-process `Keychain` adds the items with
+/// `Keychain.restore(_:)` (one transaction per protection domain); through an agent, one
 /// add at a time.
 public struct KeychainBackupItems: BackupItemSource {
     /// The accessibilities that leave the device in a backup.
@@ -21,6 +21,9 @@ public struct KeychainBackupItems: BackupItemSource {
         self.keychain = keychain
     }
 
+    /// The items entry of every `whenUnlocked` and `afterFirstUnlock` item (`nil`: none).
+    ///
+    /// - Throws: `protectedDataUnavailable` naming the accessibilities whose class key is away.
     public func exportMigratableItems() throws(DataProtectionError) -> Data? {
         let search = try keychain.items(matching: [:], accessibilities: Self.migrating)
         guard search.isComplete else {
@@ -44,6 +47,9 @@ public struct KeychainBackupItems: BackupItemSource {
         }
     }
 
+    /// Adds the items of an items entry to the keychain.
+    ///
+    /// - Throws: `integrityFailure` for an entry that is not one, or what adding threw.
     public func importItems(_ entry: Data) throws(DataProtectionError) {
         let items = try Self.decode(entry)
         if let keychain = keychain as? Keychain {
