@@ -87,7 +87,7 @@ struct ConsumerTests {
 
         let key = AgeIdentity.generate()
         let archive = folder.url.appendingPathComponent("store.age")
-        FileManager.default.createFile(atPath: archive.path, contents: nil)
+        #expect(FileManager.default.createFile(atPath: archive.path, contents: nil))
         let output = try FileHandle(forWritingTo: archive)
         try Backup.create(of: store, device: store.device, to: .fileDescriptor(.init(rawValue: output.fileDescriptor)),
                           recipients: [key.recipient!], items: KeychainBackupItems(store.keychain))
