@@ -205,6 +205,12 @@ let package = Package(
             dependencies: ["DataProtectionFuzzing"],
             path: "Tests/Fuzz/Driver"
         ),
+        // Test support shared by test targets: running this build's programs with their output
+        // captured, and private D-Bus buses with python-dbusmock's logind and screensaver.
+        .target(
+            name: "TestSupport",
+            path: "Tests/TestSupport"
+        ),
         // The README's first Swift example, verbatim, as a consumer's program (Tests/ReadmeTests checks both agree).
         .executableTarget(
             name: "ReadmeExample",
@@ -215,7 +221,7 @@ let package = Package(
         // consumer uses every product it shows.
         .testTarget(
             name: "ReadmeTests",
-            dependencies: ["ReadmeExample", "dpctl", "DataProtection", "DataProtectionSQLite", "DataProtectionGRDB",
+            dependencies: ["ReadmeExample", "dpctl", "TestSupport", "DataProtection", "DataProtectionSQLite", "DataProtectionGRDB",
                            "DataProtectionAgent", "DataProtectionBackup", "DataProtectionScenarios", "DataProtectionScenarioTesting",
                            .product(name: "GRDB", package: "GRDB.swift")]
         ),
@@ -255,11 +261,11 @@ let package = Package(
         ),
         .testTarget(
             name: "DataProtectionAgentTests",
-            dependencies: ["DataProtectionAgent", "DataProtection", "DataProtectionSQLite", "SocketBridge", "DataProtectionFuzzing"]
+            dependencies: ["DataProtectionAgent", "TestSupport", "DataProtection", "DataProtectionSQLite", "SocketBridge", "DataProtectionFuzzing"]
         ),
         .testTarget(
             name: "dpctlTests",
-            dependencies: ["dpctl", "DataProtection", "SocketBridge", "TPMBridge"]
+            dependencies: ["dpctl", "TestSupport", "DataProtection", "SocketBridge", "TPMBridge"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -1,3 +1,4 @@
+import TestSupport
 import DataProtection
 @testable import DataProtectionAgent
 import Foundation

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// The DocC catalogs build for every product without a warning (`--warnings-as-errors`):
@@ -26,7 +27,7 @@ struct DocumentationBuildTests {
         for name in environment.keys where name.hasPrefix("SWIFTPM_") || name.hasPrefix("XCTest") { environment[name] = nil }
         // At the lowest priority: the suite's tests that wait for something within a bound
         // run beside this build.
-        let result = try Run.program(URL(fileURLWithPath: "/usr/bin/nice"), ["-n", "19", Self.swift!.path] + arguments,
+        let result = try ChildProcess.run(URL(fileURLWithPath: "/usr/bin/nice"), ["-n", "19", Self.swift!.path] + arguments,
                                      fullEnvironment: environment)
         let diagnostics = (result.standardOutput + result.standardError).split(separator: "\n")
             .filter { $0.hasPrefix("error:") || $0.hasPrefix("warning:") || $0.hasPrefix("  -->") }

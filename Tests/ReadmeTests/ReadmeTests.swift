@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// The README as a newcomer meets it: short, its first-screen examples run as written, and
@@ -46,7 +47,7 @@ struct ReadmeTests {
         #expect(example == program, "the README's first Swift block and Tests/ReadmeExample/main.swift differ")
 
         let temporary = try TemporaryDirectory()
-        let result = try Run.program(Run.executable("ReadmeExample"), [], environment: ["TMPDIR": temporary.url.path])
+        let result = try ChildProcess.run(ChildProcess.executable("ReadmeExample"), [], environment: ["TMPDIR": temporary.url.path])
         #expect(result.status == 0, "ReadmeExample: \(result.standardError)")
         #expect(result.standardOutput.hasPrefix("protectedDataUnavailable ") && result.standardOutput.contains("the device is locked"),
                 "printed: \(result.standardOutput)")
@@ -62,7 +63,7 @@ struct ReadmeTests {
         let runtime = home.url.appendingPathComponent("run")
         try FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o700])
-        let dpctl = Run.executable("dpctl")
+        let dpctl = ChildProcess.executable("dpctl")
         var environment = ProcessInfo.processInfo.environment
         for name in environment.keys where name.hasPrefix("DPCTL_") || name.hasPrefix("XDG_") { environment[name] = nil }
         environment["HOME"] = home.url.path
@@ -71,14 +72,14 @@ struct ReadmeTests {
         environment["XDG_RUNTIME_DIR"] = runtime.path
         environment["DPCTL_PASSCODE"] = "1234"   // what a user types at the two prompts
         environment["PATH"] = dpctl.deletingLastPathComponent().path + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
-        defer { _ = try? Run.program(dpctl, ["agent", "stop"], fullEnvironment: environment) }
+        defer { _ = try? ChildProcess.run(dpctl, ["agent", "stop"], fullEnvironment: environment) }
 
         let script = "set -euo pipefail\n" + quickStart
-        let result = try Run.program(URL(fileURLWithPath: "/bin/bash"), ["-c", script], fullEnvironment: environment)
+        let result = try ChildProcess.run(URL(fileURLWithPath: "/bin/bash"), ["-c", script], fullEnvironment: environment)
         #expect(result.status == 0, "the quick start failed (\(result.status)): \(result.standardError)")
         #expect(result.standardOutput.contains("dear diary\n"), "cat printed: \(result.standardOutput)")
 
-        let status = try Run.program(dpctl, ["status", "--json"], fullEnvironment: environment)
+        let status = try ChildProcess.run(dpctl, ["status", "--json"], fullEnvironment: environment)
         #expect(status.status == 0, "status: \(status.standardError)")
         #expect(status.standardOutput.contains(#""state" : "locked""#) || status.standardOutput.contains(#""state":"locked""#),
                 "status after the quick start: \(status.standardOutput)")

@@ -1,3 +1,4 @@
+import TestSupport
 import DataProtection
 import Foundation
 import Testing

@@ -1,24 +1,23 @@
 import Foundation
-import Testing
 
 /// A private system bus with python-dbusmock's `logind` (one session, `c1`) and a private
 /// session bus with its `gnome_screensaver`, each its own `dbus-daemon`, driven through
 /// `gdbus`. Everything is killed at the end.
-final class SessionBusFixture: @unchecked Sendable {
-    let directory: URL
-    private(set) var systemAddress = ""
-    private(set) var sessionAddress = ""
+package final class SessionBusFixture: @unchecked Sendable {
+    package let directory: URL
+    package private(set) var systemAddress = ""
+    package private(set) var sessionAddress = ""
     private var processes: [Process] = []
-    private(set) var systemDaemon: Process?
-    static let sessionIdentifier = "c1"
-    static let sessionPath = "/org/freedesktop/login1/session/c1"
+    package private(set) var systemDaemon: Process?
+    package static let sessionIdentifier = "c1"
+    package static let sessionPath = "/org/freedesktop/login1/session/c1"
 
     /// Whether the tools are there (`dbus-daemon`, `gdbus`, Debian's python3 with dbusmock).
-    static var available: Bool {
+    package static var available: Bool {
         ["/usr/bin/dbus-daemon", "/usr/bin/gdbus", "/usr/bin/python3"].allSatisfy { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
-    init(system: Bool = true, session: Bool = true) throws {
+    package init(system: Bool = true, session: Bool = true) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("dpbus-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         if system {
@@ -47,7 +46,7 @@ final class SessionBusFixture: @unchecked Sendable {
     }
 
     /// Kills the system bus's daemon (SIGKILL).
-    func killSystemBus() {
+    package func killSystemBus() {
         guard let systemDaemon, systemDaemon.isRunning else { return }
         kill(systemDaemon.processIdentifier, SIGKILL)
         systemDaemon.waitUntilExit()
@@ -56,26 +55,26 @@ final class SessionBusFixture: @unchecked Sendable {
     // MARK: - Driving the mocks
 
     /// logind's session emits `Lock`.
-    func lockSession() throws { try call(systemAddress, "org.freedesktop.login1", Self.sessionPath, "org.freedesktop.login1.Session.Lock") }
+    package func lockSession() throws { try call(systemAddress, "org.freedesktop.login1", Self.sessionPath, "org.freedesktop.login1.Session.Lock") }
     /// logind's session emits `Unlock`.
-    func unlockSession() throws { try call(systemAddress, "org.freedesktop.login1", Self.sessionPath, "org.freedesktop.login1.Session.Unlock") }
+    package func unlockSession() throws { try call(systemAddress, "org.freedesktop.login1", Self.sessionPath, "org.freedesktop.login1.Session.Unlock") }
     /// logind's session sets `LockedHint` (PropertiesChanged).
-    func setLockedHint(_ locked: Bool) throws {
+    package func setLockedHint(_ locked: Bool) throws {
         try call(systemAddress, "org.freedesktop.login1", Self.sessionPath, "org.freedesktop.login1.Session.SetLockedHint", ["\(locked)"])
     }
     /// logind's manager emits `PrepareForSleep(start)`.
-    func prepareForSleep(_ start: Bool) throws {
+    package func prepareForSleep(_ start: Bool) throws {
         try call(systemAddress, "org.freedesktop.login1", "/org/freedesktop/login1", "org.freedesktop.DBus.Mock.EmitSignal",
                  ["org.freedesktop.login1.Manager", "PrepareForSleep", "b", "[<\(start)>]"])
     }
     /// GNOME's screensaver turns on or off (`ActiveChanged`).
-    func setScreensaver(_ active: Bool) throws {
+    package func setScreensaver(_ active: Bool) throws {
         try call(sessionAddress, "org.gnome.ScreenSaver", "/org/gnome/ScreenSaver", "org.gnome.ScreenSaver.SetActive", ["\(active)"])
     }
 
     /// Emits `signal` (interface.member, with a boolean argument when `argument` is given) from `path`, by a
     /// connection of its own (not the mock's), through python-dbus (`gdbus emit` sends before its hello is answered).
-    func emit(_ address: String, _ path: String, _ signal: String, _ argument: Bool? = nil) throws {
+    package func emit(_ address: String, _ path: String, _ signal: String, _ argument: Bool? = nil) throws {
         let dot = signal.lastIndex(of: ".")!
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
@@ -96,7 +95,7 @@ final class SessionBusFixture: @unchecked Sendable {
 
     /// `gdbus call` of `method` (interface.member) on `path` of `destination`; fails on an error reply.
     @discardableResult
-    func call(_ address: String, _ destination: String, _ path: String, _ method: String, _ arguments: [String] = []) throws -> String {
+    package func call(_ address: String, _ destination: String, _ path: String, _ method: String, _ arguments: [String] = []) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/gdbus")
         process.arguments = ["call", "--address", address, "--dest", destination, "--object-path", path, "--method", method] + arguments
@@ -169,6 +168,6 @@ final class SessionBusFixture: @unchecked Sendable {
 }
 
 struct SessionBusFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }
