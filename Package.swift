@@ -239,7 +239,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DBusBridgeTests",
-            dependencies: ["DBusBridge"]
+            dependencies: ["DBusBridge", "TestSupport"]
         ),
         .testTarget(
             name: "DataProtectionTests",

@@ -1,6 +1,7 @@
 import DBusBridge
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 /// The bridge against a private `dbus-daemon`: two connections, one exporting an object and

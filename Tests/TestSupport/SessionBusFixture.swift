@@ -7,8 +7,9 @@ package final class SessionBusFixture: @unchecked Sendable {
     package let directory: URL
     package private(set) var systemAddress = ""
     package private(set) var sessionAddress = ""
-    private var processes: [Process] = []
-    package private(set) var systemDaemon: Process?
+    /// The mocks, then the buses: stopped in the reverse order.
+    private var mocks: [Process] = []
+    private var buses: [PrivateBus] = []
     package static let sessionIdentifier = "c1"
     package static let sessionPath = "/org/freedesktop/login1/session/c1"
 
@@ -21,35 +22,35 @@ package final class SessionBusFixture: @unchecked Sendable {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("dpbus-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         if system {
-            let (daemon, address) = try startDaemon("system")
-            systemDaemon = daemon
-            systemAddress = address
-            try startMock(["--system", "--template", "logind"], environment: ["DBUS_SYSTEM_BUS_ADDRESS": address],
-                          address: address, name: "org.freedesktop.login1")
+            let bus = try PrivateBus(type: "system")
+            buses.append(bus)
+            systemAddress = bus.address
+            try startMock(["--system", "--template", "logind"], environment: ["DBUS_SYSTEM_BUS_ADDRESS": bus.address],
+                          address: bus.address, name: "org.freedesktop.login1")
             try call(systemAddress, "org.freedesktop.login1", "/org/freedesktop/login1", "org.freedesktop.DBus.Mock.AddSession",
                      [Self.sessionIdentifier, "seat0", "\(getuid())", "user", "true"])
         }
         if session {
-            let (_, address) = try startDaemon("session")
-            sessionAddress = address
-            try startMock(["--session", "--template", "gnome_screensaver"], environment: ["DBUS_SESSION_BUS_ADDRESS": address],
-                          address: address, name: "org.gnome.ScreenSaver")
+            let bus = try PrivateBus(type: "session")
+            buses.append(bus)
+            sessionAddress = bus.address
+            try startMock(["--session", "--template", "gnome_screensaver"], environment: ["DBUS_SESSION_BUS_ADDRESS": bus.address],
+                          address: bus.address, name: "org.gnome.ScreenSaver")
         }
     }
 
     deinit {
-        for process in processes.reversed() where process.isRunning {
+        for process in mocks.reversed() where process.isRunning {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
+        for bus in buses.reversed() { bus.kill() }
         try? FileManager.default.removeItem(at: directory)
     }
 
     /// Kills the system bus's daemon (SIGKILL).
     package func killSystemBus() {
-        guard let systemDaemon, systemDaemon.isRunning else { return }
-        kill(systemDaemon.processIdentifier, SIGKILL)
-        systemDaemon.waitUntilExit()
+        buses.first { $0.address == systemAddress }?.kill()
     }
 
     // MARK: - Driving the mocks
@@ -112,42 +113,6 @@ package final class SessionBusFixture: @unchecked Sendable {
 
     // MARK: - Starting
 
-    private func startDaemon(_ type: String) throws -> (Process, String) {
-        let configuration = directory.appendingPathComponent("\(type).conf")
-        try """
-            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-            <busconfig>
-              <type>\(type)</type>
-              <listen>unix:path=\(directory.path)/\(type)-bus</listen>
-              <auth>EXTERNAL</auth>
-              <policy context="default">
-                <allow user="*"/>
-                <allow own="*"/>
-                <allow send_destination="*" eavesdrop="true"/>
-                <allow receive_sender="*"/>
-              </policy>
-            </busconfig>
-            """.write(to: configuration, atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
-        process.arguments = ["--config-file=\(configuration.path)", "--print-address", "--nofork", "--nopidfile"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        processes.append(process)
-        var received = Data()
-        while !received.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            received.append(chunk)
-        }
-        let address = String(decoding: received, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !address.isEmpty else { throw SessionBusFailure("dbus-daemon printed no address") }
-        return (process, address)
-    }
-
     private func startMock(_ arguments: [String], environment: [String: String], address: String, name: String) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
@@ -156,7 +121,7 @@ package final class SessionBusFixture: @unchecked Sendable {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
-        processes.append(process)
+        mocks.append(process)
         let deadline = Date(timeIntervalSinceNow: 20)
         while Date() < deadline {
             let owned = try? call(address, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.NameHasOwner", [name])
@@ -167,7 +132,8 @@ package final class SessionBusFixture: @unchecked Sendable {
     }
 }
 
-struct SessionBusFailure: Error, CustomStringConvertible {
+/// A private bus or a mock that did not come up.
+package struct SessionBusFailure: Error, CustomStringConvertible {
     package let description: String
     package init(_ description: String) { self.description = description }
 }

@@ -2,14 +2,14 @@ import Foundation
 
 /// A private `dbus-daemon` for one test: its own configuration, socket and process, killed at
 /// the end (or by ``kill()`` to see a bus go away).
-final class PrivateBus: @unchecked Sendable {
-    let directory: URL
-    let address: String
-    let process: Process
+package final class PrivateBus: @unchecked Sendable {
+    package let directory: URL
+    package let address: String
+    package let process: Process
 
     /// Starts a daemon of `type` (`session` or `system`: only the name in its configuration
     /// differs; both let anyone own any name and send anything).
-    init(type: String = "session") throws {
+    package init(type: String = "session") throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("dbus-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let configuration = directory.appendingPathComponent("bus.conf")
@@ -42,11 +42,11 @@ final class PrivateBus: @unchecked Sendable {
             received.append(chunk)
         }
         address = String(decoding: received, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !address.isEmpty else { throw CocoaError(.fileReadUnknown) }
+        guard !address.isEmpty else { throw SessionBusFailure("dbus-daemon printed no address") }
     }
 
     /// Kills the daemon (SIGKILL) and waits for it.
-    func kill() {
+    package func kill() {
         guard process.isRunning else { return }
         Foundation.kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
