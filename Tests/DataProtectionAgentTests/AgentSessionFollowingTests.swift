@@ -14,6 +14,21 @@ struct AgentSessionFollowingTests {
     }
 
     /// An agent following `buses` (both required to answer: `.required`), grace `grace`.
+    /// A second client watching every event of `agent`, once its watch is in place.
+    static func watch(_ agent: AgentFixture) throws -> EventLog {
+        let events = EventLog()
+        let watcher = try agent.client()
+        let watching = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            try? watcher.device.watchAll(ready: { watching.signal() }) { event in
+                events.append(event.name)
+                return true
+            }
+        }
+        #expect(watching.wait(timeout: .now() + 5) == .success)
+        return events
+    }
+
     static func agent(_ buses: SessionBusFixture, grace: Duration = .zero, following: AgentServer.SessionFollowing = .required) throws -> AgentFixture {
         var configuration = AgentServer.Configuration(autoLock: nil, sessionFollowing: following)
         configuration.systemBusAddress = buses.systemAddress.isEmpty ? "unix:path=\(buses.directory.path)/none" : buses.systemAddress
@@ -61,16 +76,7 @@ struct AgentSessionFollowingTests {
         defer { agent.tearDown() }
         let client = try agent.client()
         try client.device.unlock(passcode: "1234")
-        let events = EventLog()
-        let watcher = try agent.client()
-        let watching = DispatchSemaphore(value: 0)
-        Thread.detachNewThread {
-            try? watcher.device.watchAll(ready: { watching.signal() }) { event in
-                events.append(event.name)
-                return true
-            }
-        }
-        #expect(watching.wait(timeout: .now() + 5) == .success)
+        let events = try Self.watch(agent)
         // Any process of any user on the system bus can emit these; only logind's count.
         for signal in ["org.freedesktop.login1.Session.Lock", "org.freedesktop.login1.Session.Unlock"] {
             try buses.emit(buses.systemAddress, SessionBusFixture.sessionPath, signal)
@@ -105,16 +111,7 @@ struct AgentSessionFollowingTests {
         defer { agent.tearDown() }
         let client = try agent.client()
         try client.device.unlock(passcode: "1234")
-        let events = EventLog()
-        let watcher = try agent.client()
-        let watching = DispatchSemaphore(value: 0)
-        Thread.detachNewThread {
-            try? watcher.device.watchAll(ready: { watching.signal() }) { event in
-                events.append(event.name)
-                return true
-            }
-        }
-        #expect(watching.wait(timeout: .now() + 5) == .success)
+        let events = try Self.watch(agent)
         try buses.lockSession()
         #expect(eventually(seconds: 1) { agent.device.state == .locked })
         try buses.unlockSession()
