@@ -43,8 +43,9 @@ struct DBusConnectionTests {
         }
     }
 
-    @Test("a method call carries every type there and back: strings, paths, byte arrays, structs, dictionaries, variants")
-    func roundTrip() throws {
+    /// Runs `body` with a private bus, a server owning ``name`` and serving ``serve(_:)``, and a
+    /// client connection; everything closed at the end.
+    static func withEcho(_ body: (_ client: DBusConnection) throws -> Void) throws {
         let bus = try PrivateBus()
         let server = try DBusConnection(.address(bus.address))
         let client = try DBusConnection(.address(bus.address))
@@ -52,75 +53,66 @@ struct DBusConnectionTests {
             client.close()
             server.close()
         }
-        #expect(try server.requestName(Self.name) == .primaryOwner)
-        let registration = try Self.serve(server)
+        #expect(try server.requestName(name) == .primaryOwner)
+        let registration = try serve(server)
         defer { registration.cancel() }
-        let secret = DBusValue.structure([.objectPath("/org/freedesktop/secrets/session/1"), .bytes(Data([0, 1, 2, 255])),
-                                          .bytes(Data("value".utf8)), .string("text/plain")])
-        let arguments: [DBusValue] = [
-            .string("héllo"), .objectPath("/a/b"), .bytes(Data()), .bytes(Data(repeating: 7, count: 70_000)),
-            .boolean(true), .byte(9), .int16(-2), .uint16(3), .int32(-4), .uint32(5), .int64(-6), .uint64(7), .double(0.5),
-            .signature("a{sv}"),
-            .properties(["Label": .string("x"), "Count": .uint32(2), "Nested": .variant(.strings(["a", "b"]))]),
-            .stringDictionary(["xdg:schema": "org.example", "user": "me"]),
-            .dictionary(keySignature: "o", valueSignature: "(oayays)", [(.objectPath("/item/1"), secret)]),
-            .array(element: "(oayays)", [secret, secret]),
-            .array(element: "s", []), .objectPaths(["/x", "/y"]),
-            .variant(.structure([.int32(1), .string("two")])),
-        ]
-        let reply = try client.call(Self.name, path: "/org/example/echo", interface: Self.interface, member: "Echo", arguments)
-        #expect(reply == arguments)
-        #expect(reply.map(\.signature).joined() == "soayaybynqiuxtdga{sv}a{ss}a{o(oayays)}a(oayays)asaov")
-        #expect(reply[14].stringKeyedDictionary?["Count"] == .uint32(2))
-        #expect(reply[15].stringKeyedDictionary?["user"] == .string("me"))
-        #expect(reply[3].bytesValue?.count == 70_000)
+        try body(client)
+    }
+
+    @Test("a method call carries every type there and back: strings, paths, byte arrays, structs, dictionaries, variants")
+    func roundTrip() throws {
+        try Self.withEcho { client in
+            let secret = DBusValue.structure([.objectPath("/org/freedesktop/secrets/session/1"), .bytes(Data([0, 1, 2, 255])),
+                                              .bytes(Data("value".utf8)), .string("text/plain")])
+            let arguments: [DBusValue] = [
+                .string("héllo"), .objectPath("/a/b"), .bytes(Data()), .bytes(Data(repeating: 7, count: 70_000)),
+                .boolean(true), .byte(9), .int16(-2), .uint16(3), .int32(-4), .uint32(5), .int64(-6), .uint64(7), .double(0.5),
+                .signature("a{sv}"),
+                .properties(["Label": .string("x"), "Count": .uint32(2), "Nested": .variant(.strings(["a", "b"]))]),
+                .stringDictionary(["xdg:schema": "org.example", "user": "me"]),
+                .dictionary(keySignature: "o", valueSignature: "(oayays)", [(.objectPath("/item/1"), secret)]),
+                .array(element: "(oayays)", [secret, secret]),
+                .array(element: "s", []), .objectPaths(["/x", "/y"]),
+                .variant(.structure([.int32(1), .string("two")])),
+            ]
+            let reply = try client.call(Self.name, path: "/org/example/echo", interface: Self.interface, member: "Echo", arguments)
+            #expect(reply == arguments)
+            #expect(reply.map(\.signature).joined() == "soayaybynqiuxtdga{sv}a{ss}a{o(oayays)}a(oayays)asaov")
+            #expect(reply[14].stringKeyedDictionary?["Count"] == .uint32(2))
+            #expect(reply[15].stringKeyedDictionary?["user"] == .string("me"))
+            #expect(reply[3].bytesValue?.count == 70_000)
+        }
     }
 
     @Test("an error reply reaches the caller with its name and message; an unknown method is UnknownMethod")
     func errors() throws {
-        let bus = try PrivateBus()
-        let server = try DBusConnection(.address(bus.address))
-        let client = try DBusConnection(.address(bus.address))
-        defer {
-            client.close()
-            server.close()
-        }
-        _ = try server.requestName(Self.name)
-        let registration = try Self.serve(server)
-        defer { registration.cancel() }
-        #expect(throws: DBusError(name: "org.example.Error.Refused", message: "refused: now")) {
-            try client.call(Self.name, path: "/org/example/echo", interface: Self.interface, member: "Fail", [.string("now")])
-        }
-        do {
-            _ = try client.call(Self.name, path: "/org/example/echo", interface: Self.interface, member: "Nothing")
-            Issue.record("an unknown method answered")
-        } catch {
-            #expect(error.name == "org.freedesktop.DBus.Error.UnknownMethod")
-        }
-        do {
-            _ = try client.call("org.example.Nobody", path: "/", interface: Self.interface, member: "Echo")
-            Issue.record("a name nobody owns answered")
-        } catch {
-            #expect(error.name == "org.freedesktop.DBus.Error.ServiceUnknown")
+        try Self.withEcho { client in
+            #expect(throws: DBusError(name: "org.example.Error.Refused", message: "refused: now")) {
+                try client.call(Self.name, path: "/org/example/echo", interface: Self.interface, member: "Fail", [.string("now")])
+            }
+            do throws(DBusError) {
+                _ = try client.call(Self.name, path: "/org/example/echo", interface: Self.interface, member: "Nothing")
+                Issue.record("an unknown method answered")
+            } catch {
+                #expect(error.name == "org.freedesktop.DBus.Error.UnknownMethod")
+            }
+            do throws(DBusError) {
+                _ = try client.call("org.example.Nobody", path: "/", interface: Self.interface, member: "Echo")
+                Issue.record("a name nobody owns answered")
+            } catch {
+                #expect(error.name == "org.freedesktop.DBus.Error.ServiceUnknown")
+            }
         }
     }
 
     @Test("properties: Get, GetAll and Set through the helpers")
     func properties() throws {
-        let bus = try PrivateBus()
-        let server = try DBusConnection(.address(bus.address))
-        let client = try DBusConnection(.address(bus.address))
-        defer {
-            client.close()
-            server.close()
+        try Self.withEcho { client in
+            #expect(try client.property(Self.name, path: "/org/example/echo", interface: Self.interface, name: "Label") == .string("first"))
+            _ = try client.call(Self.name, path: "/org/example/echo", interface: "org.freedesktop.DBus.Properties", member: "Set",
+                                [.string(Self.interface), .string("Label"), .variant(.string("second"))])
+            #expect(try client.properties(Self.name, path: "/org/example/echo", interface: Self.interface) == ["Label": .string("second")])
         }
-        _ = try server.requestName(Self.name)
-        let registration = try Self.serve(server)
-        defer { registration.cancel() }
-        #expect(try client.property(Self.name, path: "/org/example/echo", interface: Self.interface, name: "Label") == .string("first"))
-        _ = try client.call(Self.name, path: "/org/example/echo", interface: "org.freedesktop.DBus.Properties", member: "Set",
-                            [.string(Self.interface), .string("Label"), .variant(.string("second"))])
-        #expect(try client.properties(Self.name, path: "/org/example/echo", interface: Self.interface) == ["Label": .string("second")])
     }
 
     @Test("a name already owned is reported with its owner; a fallback object answers every path below it")
