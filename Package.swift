@@ -196,7 +196,7 @@ let package = Package(
         // under libFuzzer in a fuzz build and replays inputs in an ordinary one.
         .target(
             name: "DataProtectionFuzzing",
-            dependencies: ["DataProtection", "DataProtectionScenarios", "DataProtectionAgent", "SodiumBridge",
+            dependencies: ["DataProtection", "DataProtectionScenarios", "DataProtectionAgent", "DataProtectionBackup", "SodiumBridge",
                            .product(name: "SystemPackage", package: "swift-system")],
             path: "Tests/Fuzz/Entries"
         ),

@@ -4,7 +4,7 @@ import SodiumBridge
 
 /// Writes an age v1 file: the header for `recipients`, then the payload in STREAM chunks of
 /// 64 KiB, holding at most one chunk of plaintext at a time.
-final class AgeEncryptor {
+package final class AgeEncryptor {
     private let output: BackupOutput
     private let payloadKey: SecureBytes
     private var pending = Data()
@@ -13,7 +13,7 @@ final class AgeEncryptor {
     /// Bytes written to the output so far.
     private(set) var written: UInt64 = 0
 
-    init(recipients: [AgeRecipient], output: BackupOutput) throws(DataProtectionError) {
+    package init(recipients: [AgeRecipient], output: BackupOutput) throws(DataProtectionError) {
         guard !recipients.isEmpty else {
             throw DataProtectionError(.invalidArgument, "A backup needs at least one recipient (-r, -R or --passphrase).")
         }
@@ -40,7 +40,7 @@ final class AgeEncryptor {
     }
 
     /// Appends plaintext; seals each chunk once the next byte shows it is not the last.
-    func write(_ data: Data) throws(DataProtectionError) {
+    package func write(_ data: Data) throws(DataProtectionError) {
         precondition(!finished, "write after finish")
         var rest = data[...]
         while !rest.isEmpty {
@@ -52,7 +52,7 @@ final class AgeEncryptor {
     }
 
     /// Seals the last chunk (empty only when the whole payload is).
-    func finish() throws(DataProtectionError) {
+    package func finish() throws(DataProtectionError) {
         precondition(!finished, "finish twice")
         try seal(last: true)
         finished = true

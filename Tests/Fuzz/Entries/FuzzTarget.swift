@@ -18,6 +18,8 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
     case scenario
     /// The agent protocol: frames from a byte stream, requests and responses.
     case agentFrames = "agent-frames"
+    /// Backup archives: the age layer, and the pax tar behind it through verify and restore.
+    case backupArchive = "backup-archive"
 
     /// Runs one input.
     package func run(_ input: Data) {
@@ -26,6 +28,7 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
         case .keyFiles: KeyFilesFuzzing.run(input)
         case .scenario: ScenarioFuzzing.run(input)
         case .agentFrames: AgentFrameFuzzing.run(input)
+        case .backupArchive: BackupArchiveFuzzing.run(input)
         }
     }
 }
