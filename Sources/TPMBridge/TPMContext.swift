@@ -25,10 +25,6 @@ package final class TPMContext: @unchecked Sendable {
     var indexes: [UInt32: ESYS_TR] = [:]
     private var session: ESYS_TR?
     private var commands = 0
-    private static let allCommands = CommandTally()
-
-    /// The TPM commands every context of this process has sent (round trips; tests and `dpctl bench`).
-    package static var processCommandCount: Int { allCommands.value }
 
     /// Connects to the TPM behind `tcti`.
     package init(tcti: String) throws(TPMError) {
@@ -83,7 +79,8 @@ package final class TPMContext: @unchecked Sendable {
         tctiContext = nil
     }
 
-    /// The TPM commands sent so far (round trips, for `dpctl bench`).
+    /// The TPM commands this context has sent so far (round trips: `dpctl bench`, and the tests
+    /// that hold the commands per unlock, per passcode change and per file read).
     package var commandCount: Int {
         lock.lock()
         defer { lock.unlock() }
@@ -191,10 +188,10 @@ package final class TPMContext: @unchecked Sendable {
         }
     }
 
-    /// One TPM command sent (a round trip).
+    /// One TPM command sent (a round trip): every `Esys_*` call that reaches the TPM, and
+    /// the SAPI flushes of leftovers, count.
     func countCommand() {
         commands += 1
-        Self.allCommands.add()
     }
 
     /// The policy session that authorises the storage root key and the device key: started on
@@ -238,24 +235,6 @@ package final class TPMContext: @unchecked Sendable {
                 _ = dp_tpm_flush_handle(esys, dp_tpm_handle_at(data, index))
             }
         }
-    }
-}
-
-/// A process-wide count, under a lock.
-final class CommandTally: @unchecked Sendable {
-    private let lock = NSLock()
-    private var count = 0
-
-    var value: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return count
-    }
-
-    func add() {
-        lock.lock()
-        count += 1
-        lock.unlock()
     }
 }
 
