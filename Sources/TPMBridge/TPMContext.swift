@@ -7,7 +7,10 @@ import SodiumBridge
 ///
 /// The TCTI is named in tpm2-tss syntax (`device:/dev/tpmrm0`, `swtpm:host=…,port=…`).
 /// The storage root key is recreated on first use (deterministic template, never
-/// persisted) and every transient object loaded is flushed when the context closes; an
+/// persisted) and every transient object loaded is flushed when the context closes. The
+/// storage root key and the device key are used through one policy session (the trivial
+/// policy, no auth value: the TPM serves it in dictionary-attack lockout although neither
+/// object is `noDA`), started on first use and kept until the context closes; an
 /// object the TPM has no room for (`TPM_RC_OBJECT_MEMORY`: objects of a killed process
 /// left on a TPM without a resource manager) makes the context flush the TPM's leftover
 /// transient objects and try once more. Calls are serialised: ESAPI is not thread-safe.
@@ -20,6 +23,7 @@ package final class TPMContext: @unchecked Sendable {
     private var storageRoot: ESYS_TR?
     var loaded: [TPMKeyBlobs: ESYS_TR] = [:]
     var indexes: [UInt32: ESYS_TR] = [:]
+    private var session: ESYS_TR?
     private var commands = 0
 
     /// Connects to the TPM behind `tcti`.
@@ -50,10 +54,21 @@ package final class TPMContext: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         guard let esys else { return }
-        for handle in loaded.values { _ = Esys_FlushContext(esys, handle) }
+        for handle in loaded.values {
+            countCommand()
+            _ = Esys_FlushContext(esys, handle)
+        }
         loaded = [:]
-        if let storageRoot { _ = Esys_FlushContext(esys, storageRoot) }
+        if let storageRoot {
+            countCommand()
+            _ = Esys_FlushContext(esys, storageRoot)
+        }
         storageRoot = nil
+        if let session {
+            countCommand()
+            _ = Esys_FlushContext(esys, session)
+        }
+        session = nil
         for var handle in indexes.values { _ = Esys_TR_Close(esys, &handle) }
         indexes = [:]
         var context: OpaquePointer? = esys
@@ -64,7 +79,8 @@ package final class TPMContext: @unchecked Sendable {
         tctiContext = nil
     }
 
-    /// The TPM commands sent so far (round trips, for `dpctl bench`).
+    /// The TPM commands this context has sent so far (round trips: `dpctl bench`, and the tests
+    /// that hold the commands per unlock, per passcode change and per file read).
     package var commandCount: Int {
         lock.lock()
         defer { lock.unlock() }
@@ -80,6 +96,8 @@ package final class TPMContext: @unchecked Sendable {
         loaded = [:]
         if var storageRoot { _ = Esys_TR_Close(esys, &storageRoot) }
         storageRoot = nil
+        if var session { _ = Esys_TR_Close(esys, &session) }
+        session = nil
     }
 
     /// Runs `body` with the context, serialised.
@@ -92,7 +110,7 @@ package final class TPMContext: @unchecked Sendable {
 
     /// Checks the response code of one command sent to the TPM; a lockout comes with the TPM's recovery time.
     func check(_ rc: TSS2_RC, in esys: OpaquePointer) throws(TPMError) {
-        commands += 1
+        countCommand()
         guard let error = TPMError.from(rc) else { return }
         if case .lockout = error { throw .lockout(recoverySeconds: lockoutRecovery(in: esys)) }
         throw error
@@ -104,7 +122,7 @@ package final class TPMContext: @unchecked Sendable {
     private func lockoutRecovery(in esys: OpaquePointer) -> UInt32 {
         var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
         var more: TPMI_YES_NO = 0
-        commands += 1
+        countCommand()
         // TPM2_PT_VAR + 16 (TPM2_PT_LOCKOUT_INTERVAL).
         let property: UInt32 = 0x200 + 16
         guard Esys_GetCapability(esys, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
@@ -142,7 +160,7 @@ package final class TPMContext: @unchecked Sendable {
         } catch .failed(let code, _) where code & 0xFFFF == 0x902 {
             flushLeftovers(in: esys)
             for handle in loaded.values {
-                commands += 1
+                countCommand()
                 _ = Esys_FlushContext(esys, handle)
             }
             loaded = [:]
@@ -153,7 +171,7 @@ package final class TPMContext: @unchecked Sendable {
     private func flushLeftovers(in esys: OpaquePointer) {
         var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
         var more: TPMI_YES_NO = 0
-        commands += 1
+        countCommand()
         guard Esys_GetCapability(esys, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
                                  TPM2_CAP(TPM2_CAP_HANDLES), 0x8000_0000, 64, &more, &data) == 0 else { return }
         defer { Esys_Free(data) }
@@ -165,12 +183,57 @@ package final class TPMContext: @unchecked Sendable {
         for index in 0..<dp_tpm_handle_count(data) {
             let tpmHandle = dp_tpm_handle_at(data, index)
             guard !ours.contains(tpmHandle) else { continue }
-            var object = ESYS_TR(ESYS_TR_NONE)
-            commands += 1
-            guard Esys_TR_FromTPMPublic(esys, tpmHandle, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
-                                        ESYS_TR(ESYS_TR_NONE), &object) == 0 else { continue }
-            commands += 1
-            _ = Esys_FlushContext(esys, object)
+            countCommand()
+            _ = dp_tpm_flush_handle(esys, tpmHandle)
+        }
+    }
+
+    /// One TPM command sent (a round trip): every `Esys_*` call that reaches the TPM, and
+    /// the SAPI flushes of leftovers, count.
+    func countCommand() {
+        commands += 1
+    }
+
+    /// The policy session that authorises the storage root key and the device key: started on
+    /// first use (`TPM2_StartAuthSession`: unbound, unsalted, SHA-256, no parameter encryption),
+    /// then reused (`continueSession`; a successful use resets its policy digest to zero, which
+    /// is what the trivial policy expects). A TPM out of session slots (sessions of a killed
+    /// process, on a TPM without a resource manager) has those flushed first.
+    func policySession(in esys: OpaquePointer) throws(TPMError) -> ESYS_TR {
+        if let session { return session }
+        var symmetric = TPMT_SYM_DEF()
+        symmetric.algorithm = TPM2_ALG_ID(TPM2_ALG_NULL)
+        var handle = ESYS_TR(ESYS_TR_NONE)
+        let start = { () throws(TPMError) in
+            try self.check(Esys_StartAuthSession(esys, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
+                                                 ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), nil, TPM2_SE(TPM2_SE_POLICY),
+                                                 &symmetric, TPMI_ALG_HASH(TPM2_ALG_SHA256), &handle), in: esys)
+        }
+        do {
+            try start()
+        } catch .failed(let code, _) where [0x903, 0x905].contains(code & 0xFFFF) {
+            // TPM_RC_SESSION_MEMORY, TPM_RC_SESSION_HANDLES: sessions that no one will use again.
+            flushLeftoverSessions(in: esys)
+            try start()
+        }
+        session = handle
+        return handle
+    }
+
+    private func flushLeftoverSessions(in esys: OpaquePointer) {
+        var ours: TPM2_HANDLE = 0
+        if let session { _ = Esys_TR_GetTpmHandle(esys, session, &ours) }
+        for range: UInt32 in [0x0200_0000, 0x0300_0000] {
+            var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
+            var more: TPMI_YES_NO = 0
+            countCommand()
+            guard Esys_GetCapability(esys, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
+                                     TPM2_CAP(TPM2_CAP_HANDLES), range, 64, &more, &data) == 0 else { continue }
+            defer { Esys_Free(data) }
+            for index in 0..<dp_tpm_handle_count(data) where dp_tpm_handle_at(data, index) != ours {
+                countCommand()
+                _ = dp_tpm_flush_handle(esys, dp_tpm_handle_at(data, index))
+            }
         }
     }
 }

@@ -18,11 +18,12 @@ package enum TPMError: Error, Equatable, Sendable {
     /// Any other response code, with tpm2-tss's decoding of it.
     case failed(code: UInt32, message: String)
 
-    /// A handle the TPM does not know (an object flushed behind this context's back).
+    /// A handle the TPM does not know (an object or session flushed behind this context's back:
+    /// `TPM_RC_REFERENCE_H0`-`H6`, `TPM_RC_REFERENCE_S0`-`S6`).
     var isVanishedHandle: Bool {
         switch self {
         case .indexMissing: true
-        case .failed(let code, _): (0x910...0x916).contains(code & 0xFFFF)
+        case .failed(let code, _): (0x910...0x91E).contains(code & 0xFFFF)
         default: false
         }
     }

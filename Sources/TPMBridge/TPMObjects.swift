@@ -4,15 +4,16 @@ import SodiumBridge
 
 extension TPMContext {
     /// Makes a new HMAC-SHA-256 key inside the TPM under the storage root key, with
-    /// `authValue` (at most 32 bytes; `nil`: empty). With an empty auth value the key is
-    /// `noDA` (nothing to guess, and usable while the TPM is in lockout); with one, wrong
-    /// values count in the TPM's dictionary-attack counter. Two commands when the storage
-    /// root key is loaded already.
+    /// `authValue` (at most 32 bytes): used with it, and wrong values count in the TPM's
+    /// dictionary-attack counter. `nil`: no auth value, `userWithAuth` clear and the trivial
+    /// policy: used through the policy session, which the TPM serves in lockout. Never `noDA`.
+    /// One command when the storage root key and the policy session are there already.
     package func createHMACKey(authValue: SecureBytes?) throws(TPMError) -> TPMKeyBlobs {
         try withContext { esys throws(TPMError) -> TPMKeyBlobs in
             let parent = try storageRootKey(in: esys)
             var template = TPM2B_PUBLIC()
             dp_tpm_hmac_template(&template, authValue == nil ? 0 : 1)
+            let session = try policySession(in: esys)
             var sensitive = TPM2B_SENSITIVE_CREATE()
             defer { withUnsafeMutableBytes(of: &sensitive) { dp_tpm_wipe($0.baseAddress, $0.count) } }
             if let authValue {
@@ -25,7 +26,7 @@ extension TPMContext {
             var outPrivate: UnsafeMutablePointer<TPM2B_PRIVATE>?
             var outPublic: UnsafeMutablePointer<TPM2B_PUBLIC>?
             try withRoomForObjects(in: esys) { () throws(TPMError) in
-                try check(Esys_Create(esys, parent, ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
+                try check(Esys_Create(esys, parent, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
                                       &sensitive, &template, &outside, &pcrs, &outPrivate, &outPublic, nil, nil, nil), in: esys)
             }
             defer {
@@ -38,7 +39,7 @@ extension TPMContext {
     }
 
     /// HMAC-SHA-256 of `message` (at most 1024 bytes) under the key `blobs`, authorised with
-    /// `authValue` (`nil`: empty). The key is loaded on first use and stays loaded while
+    /// `authValue` (a password session), or (`nil`) through the policy session. The key is loaded on first use and stays loaded while
     /// `keepLoaded` (one command per later HMAC), else it is flushed at once.
     ///
     /// - Throws: ``TPMError/authorizationFailed`` for a wrong auth value (counted by the
@@ -81,7 +82,8 @@ extension TPMContext {
                 if let digest { dp_tpm_wipe(digest, MemoryLayout<TPM2B_DIGEST>.size) }
                 Esys_Free(digest)
             }
-            try check(Esys_HMAC(esys, handle, ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
+            let authorization = authValue == nil ? try policySession(in: esys) : ESYS_TR(ESYS_TR_PASSWORD)
+            try check(Esys_HMAC(esys, handle, authorization, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
                                 &buffer, TPMI_ALG_HASH(TPM2_ALG_SHA256), &digest), in: esys)
             guard let digest, digest.pointee.size == 32 else { throw .failed(code: 0, message: "TPM2_HMAC returned no 32-byte digest") }
             return withUnsafeBytes(of: digest.pointee.buffer) { source in
@@ -106,12 +108,32 @@ extension TPMContext {
         var publicArea = try Self.unmarshal(blobs.publicArea, as: TPM2B_PUBLIC(), Tss2_MU_TPM2B_PUBLIC_Unmarshal)
         var privateArea = try Self.unmarshal(blobs.privateArea, as: TPM2B_PRIVATE(), Tss2_MU_TPM2B_PRIVATE_Unmarshal)
         var handle = ESYS_TR(ESYS_TR_NONE)
+        let session = try policySession(in: esys)
         try withRoomForObjects(in: esys) { () throws(TPMError) in
-            try check(Esys_Load(esys, parent, ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
+            try check(Esys_Load(esys, parent, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
                                 &privateArea, &publicArea, &handle), in: esys)
         }
         loaded[blobs] = handle
         return handle
+    }
+
+    /// The object attributes (`TPMA_OBJECT`) of the key `blobs` as the TPM reports them
+    /// (`TPM2_ReadPublic` on the loaded object), and of the storage root key with `blobs` `nil`.
+    package func objectAttributes(of blobs: TPMKeyBlobs?) throws(TPMError) -> UInt32 {
+        try withContext { esys throws(TPMError) -> UInt32 in
+            let handle: ESYS_TR
+            if let blobs {
+                handle = try load(blobs, in: esys)
+            } else {
+                handle = try storageRootKey(in: esys)
+            }
+            var outPublic: UnsafeMutablePointer<TPM2B_PUBLIC>?
+            defer { Esys_Free(outPublic) }
+            try check(Esys_ReadPublic(esys, handle, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
+                                      &outPublic, nil, nil), in: esys)
+            guard let outPublic else { throw .failed(code: 0, message: "TPM2_ReadPublic returned no public area") }
+            return outPublic.pointee.publicArea.objectAttributes
+        }
     }
 
     static func marshal(_ value: UnsafeMutablePointer<TPM2B_PUBLIC>) throws(TPMError) -> Data {

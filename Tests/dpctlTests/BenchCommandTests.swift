@@ -85,8 +85,9 @@ struct BenchCommandTests {
         #expect((unlock["ratio"] as? Double).map { $0 > 0 } == true)
         #expect((unlock["baseline"] as? String)?.hasSuffix("file device key") == true)
         let commands = try #require(rows.first { ($0["what"] as? String) == "TPM commands per unlock" })
-        // The passcode object's HMAC, and one counter increment for each of the two attempt-counter writes.
-        #expect(commands["store"] as? String == "3")
+        // The passcode object's HMAC and one counter increment (the pending attempt; the reset to 0 needs none).
+        #expect(commands["store"] as? String == "2")
+        #expect(commands["met"] as? Bool == true)
     }
 
     @Test("--sqlite-only prints the six SQLite rows and nothing else, each with a ratio against plain SQLite")

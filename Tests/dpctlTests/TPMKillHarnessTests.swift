@@ -10,9 +10,10 @@ import TPMBridge
 /// acknowledged change is never lost), and nothing else is damaged.
 @Suite("TPM kill harness", .serialized, .enabled(if: SoftwareTPM.isInstalled, "swtpm is not installed (Debian: swtpm swtpm-tools); CI installs it"))
 struct TPMKillHarnessTests {
-    /// Runs dpctl with `environment`, killing it after `delay` unless it finished first; its
-    /// exit status (`nil`: killed before it finished).
-    static func runKilled(_ arguments: [String], environment: [String: String], after delay: Duration) throws -> Int32? {
+    /// Runs dpctl with `environment`, killing it after `delay` unless it finished first, or
+    /// (`paused`) as soon as it creates that file, pausing inside the crash window; its exit
+    /// status (`nil`: killed before it finished).
+    static func runKilled(_ arguments: [String], environment: [String: String], after delay: Duration, paused: URL? = nil) throws -> Int32? {
         let process = Process()
         process.executableURL = DPCtlRunner.executable
         process.arguments = arguments
@@ -22,7 +23,10 @@ struct TPMKillHarnessTests {
         process.standardError = FileHandle.nullDevice
         try process.run()
         let deadline = ContinuousClock.now + delay
-        while process.isRunning, ContinuousClock.now < deadline { usleep(500) }
+        while process.isRunning, ContinuousClock.now < deadline {
+            if let paused, FileManager.default.fileExists(atPath: paused.path) { break }
+            usleep(500)
+        }
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
@@ -45,6 +49,7 @@ struct TPMKillHarnessTests {
         var random = SystemRandomNumberGenerator()
         var current = "p0"
         var kills = 0
+        var killedInWindow = 0
         for round in 1...30 {
             let next = "p\(round)"
             let changing = round % 2 == 0
@@ -52,9 +57,19 @@ struct TPMKillHarnessTests {
             if changing { environment["DPCTL_NEW_PASSCODE"] = next }
             // An unlock takes about 0.2 s here (Argon2id at the calibrated cost), a change about 1.2 s (calibration):
             // the kill lands anywhere in it, or after.
-            let delay = Duration.milliseconds(Int.random(in: 5...(changing ? 1300 : 260), using: &random))
-            let status = try Self.runKilled(changing ? ["passcode", "change"] : ["unlock"], environment: environment, after: delay)
+            var delay = Duration.milliseconds(Int.random(in: 5...(changing ? 1300 : 260), using: &random))
+            // Every fifth round the kill lands inside the narrow window: the attempt counter file for c+1 written,
+            // the TPM counter not advanced yet (dpctl pauses there, test hook, and says so with a file).
+            let marker = round % 5 == 0 ? fixture.directory.appendingPathComponent("paused-\(round)") : nil
+            if let marker {
+                environment["DPCTL_TEST_TPM_PAUSE"] = "attemptsWritten"
+                environment["DPCTL_TEST_TPM_PAUSE_FILE"] = marker.path
+                delay = .seconds(20)
+            }
+            let status = try Self.runKilled(changing ? ["passcode", "change"] : ["unlock"], environment: environment, after: delay,
+                                            paused: marker)
             if status == nil { kills += 1 }
+            if status == nil, let marker, FileManager.default.fileExists(atPath: marker.path) { killedInWindow += 1 }
             if let status { #expect(status == 0, "round \(round): exit \(status)") }
 
             // The device opens: status reads the attempt counter under the NV counter.
@@ -77,5 +92,6 @@ struct TPMKillHarnessTests {
             current = right
         }
         #expect(kills > 0, "no run was killed: the delays are too long for this machine")
+        #expect(killedInWindow == 6, "a SIGKILL landed between the attempt counter's file and the TPM counter's increment \(killedInWindow) times")
     }
 }

@@ -109,8 +109,10 @@ extension Device {
         let next = SecureBytes.random(count: 32)
         let nextSealKey = try hierarchy.sealKey(effaceable: next)
         try files.overwriteEffaceableSlot(nextSlot, with: next)
+        if files.effaceableNV != nil { TPMCrashPoint.reach(.rotationSlotWritten) }
         do {
             try files.writeKeybag(keybag, sealKey: nextSealKey)
+            if files.effaceableNV != nil { TPMCrashPoint.reach(.keybagWritten) }
         } catch {
             // The write may have failed after its rename (directory fsync): go on only if the
             // disk now holds the new keybag; else the old one stands (boot wipes the new slot).
@@ -178,7 +180,7 @@ extension Device {
                 ? try hierarchy.passcodeKey(passcode: passcode, parameters: keybag.passcode) : nil
         } catch where error.code == .passcodeAttemptsDelayed || error.code == .ioFailure {
             // The TPM is in lockout, or cannot be reached: nothing was tried, nothing is counted.
-            try storeAttempts(record)
+            try storeAttempts(record, advance: false)
             throw error
         }
         if let wrappingKey, let complete = keybag.unwrap(.complete, with: wrappingKey) {
@@ -186,7 +188,7 @@ extension Device {
             for slot in KeybagSlot.allCases where slot.isPasscodeWrapped && slot != .complete {
                 guard let key = keybag.unwrap(slot, with: wrappingKey) else {
                     keys.values.forEach { $0.wipe() }
-                    try storeAttempts(record)  // the passcode was right: nothing to count
+                    try storeAttempts(record, advance: false)  // the passcode was right: nothing to count
                     throw .integrity("The keybag unwraps the class A key but not the \(slot.protectionClass!) key: it is corrupt.")
                 }
                 keys[slot] = key
@@ -194,15 +196,15 @@ extension Device {
             // Class B files created while locked must be reopenable: the public half must match the secret.
             guard X25519.publicKey(for: keys[.completeUnlessOpenSecret]!) == keybag.classBPublicKey else {
                 keys.values.forEach { $0.wipe() }
-                try storeAttempts(record)
+                try storeAttempts(record, advance: false)
                 throw .integrity("The keybag's class B public key does not match its secret key: it is corrupt.")
             }
-            try storeAttempts(AttemptRecord())
+            try storeAttempts(AttemptRecord(), advance: false)
             return keys
         }
         if keybag.passcode == .none, passcode.count == 0 {
             // The only right answer did not unwrap: the keybag is corrupt, not the attempt wrong.
-            try storeAttempts(record)
+            try storeAttempts(record, advance: false)
             throw .integrity("The keybag's class keys do not unwrap without a passcode: it is corrupt.")
         }
         let fingerprint = try hierarchy.passcodeFingerprint(wrappingKey.map { .derivedKey($0) } ?? .passcode(passcode))
@@ -211,11 +213,11 @@ extension Device {
         let rawFingerprint = wrappingKey != nil ? try hierarchy.passcodeFingerprint(.passcode(passcode)) : nil
         if let previous = record.lastFailedFingerprint,
            ConstantTime.equals(previous, fingerprint) || rawFingerprint.map({ ConstantTime.equals(previous, $0) }) == true {
-            try storeAttempts(record)
+            try storeAttempts(record, advance: false)
             throw DataProtectionError(.incorrectPasscode, "Incorrect passcode (a repeat of the previous attempt: not counted again).")
         }
         pending.lastFailedFingerprint = fingerprint
-        try storeAttempts(pending)
+        try storeAttempts(pending, advance: false)
         logger.debug("passcode attempt failed", metadata: ["failures": "\(pending.failures)"])
         if let limit = configuration.eraseAfterFailedAttempts, Int(pending.failures) >= limit {
             try eraseLocked()
@@ -244,9 +246,12 @@ extension Device {
     /// Writes the record. Only the increment before a verdict must be durable (directory
     /// `fsync` too): a later write lost to a power cut leaves that increment, a count
     /// higher than the truth, never lower; file data is always `fsync`ed, so never torn.
-    private func storeAttempts(_ record: AttemptRecord, durable: Bool = false) throws(DataProtectionError) {
+    ///
+    /// On a TPM device every write but the verdict after a pending record (`advance` false: the
+    /// same counter value, no TPM command) advances the TPM's counter (key-hierarchy.md §4.4.4).
+    private func storeAttempts(_ record: AttemptRecord, durable: Bool = false, advance: Bool = true) throws(DataProtectionError) {
         let counterKey = core.withLock { $0.counterKey }
-        try files.writeAttempts(record, macKey: counterKey, durable: durable)
+        try files.writeAttempts(record, macKey: counterKey, durable: durable, advance: advance)
         core.withLock { $0.attempts = record }
     }
 }

@@ -199,17 +199,27 @@ struct DeviceFiles: Sendable {
         return try? AttemptRecord.decode(file, macKey: macKey)
     }
 
-    func writeAttempts(_ record: AttemptRecord, macKey: SecureBytes, durable: Bool = true) throws(DataProtectionError) {
+    /// Writes the attempt record. On a TPM device the file is bound to the TPM's counter
+    /// (key-hierarchy.md §4.4.4): with `advance`, to value c+1, written durably before
+    /// `TPM2_NV_Increment` (one round trip); without, to the current value c, with no TPM
+    /// command: only for the verdict of an attempt whose pending record advanced the counter
+    /// (the reset to 0 after a right passcode, the fingerprint after a wrong one, the refund
+    /// of an attempt the TPM refused unseen), which the caller guarantees.
+    func writeAttempts(_ record: AttemptRecord, macKey: SecureBytes, durable: Bool = true, advance: Bool = true) throws(DataProtectionError) {
         if let tpm = effaceableNV, tpm.keepsCounter {
-            // key-hierarchy.md §4.4.4, the counter protocol: the file for value c+1 first (always durable:
-            // a lost rename behind an advanced counter would read as a restored file), then the counter.
-            let next = try tpm.counterValue() + 1
+            // The file for value c+1 first (always durable: a lost rename behind an advanced counter
+            // would read as a restored file), then the counter.
+            let epoch = try tpm.counterValue() + (advance ? 1 : 0)
             var file = Data()
-            file.appendBigEndian(UInt32(truncatingIfNeeded: next >> 32))
-            file.appendBigEndian(UInt32(truncatingIfNeeded: next))
-            file.append(record.encoded(macKey: Self.epochKey(macKey, next)))
-            try writer.write([.data(file)], to: attempts, durable: true)
-            try tpm.advanceCounter()
+            file.appendBigEndian(UInt32(truncatingIfNeeded: epoch >> 32))
+            file.appendBigEndian(UInt32(truncatingIfNeeded: epoch))
+            file.append(record.encoded(macKey: Self.epochKey(macKey, epoch)))
+            try writer.write([.data(file)], to: attempts, durable: advance || durable)
+            if advance {
+                TPMCrashPoint.reach(.attemptsWritten)
+                try tpm.advanceCounter()
+                TPMCrashPoint.reach(.counterAdvanced)
+            }
             return
         }
         try writer.write([.data(record.encoded(macKey: macKey))], to: attempts, durable: durable)

@@ -191,6 +191,10 @@ package final class TPMDeviceKey: DeviceKeyProvider {
         var bindings = try readBindings()
         let blobs: TPMKeyBlobs
         if creating {
+            // The other passcode objects are reloaded from their blobs if ever needed again: unloaded
+            // now, the new one finds room in the TPM (swtpm holds three objects: the SRK, the device
+            // key and one passcode object) without the flush-and-retry of a full TPM.
+            for binding in bindings { context.unload(binding.blobs) }
             do {
                 blobs = try context.createHMACKey(authValue: auth)
             } catch {

@@ -6,11 +6,13 @@ import TPMBridge
 /// the NV indexes of the effaceable key and the anti-rollback counter (0: none). Its
 /// presence records that the device key is in a TPM (`Keys/key-hierarchy.md` §4.4):
 ///
-/// `"DPTM" || 0x01 || u32 effaceable index || u32 counter index || u16 n || public (n) || u16 m || private (m)`,
-/// integers big-endian. Nothing in it is secret without the TPM that made it.
+/// `"DPTM" || 0x02 || u32 effaceable index || u32 counter index || u16 n || public (n) || u16 m || private (m)`,
+/// integers big-endian. Nothing in it is secret without the TPM that made it. Version 1 was
+/// written with templates that had `noDA` objects and indexes; it is refused by name
+/// (`integrityFailure`), since its objects cannot be used under the version-2 storage root key.
 struct TPMDeviceRecord: Sendable, Equatable {
     static let magic = Data("DPTM".utf8)
-    static let version: UInt8 = 1
+    static let version: UInt8 = 2
 
     var deviceKey: TPMKeyBlobs
     var effaceableIndex: UInt32
@@ -27,7 +29,13 @@ struct TPMDeviceRecord: Sendable, Equatable {
 
     static func decode(_ data: Data) throws(DataProtectionError) -> TPMDeviceRecord {
         var reader = TPMFieldReader(Data(data))
-        guard reader.take(4) == magic, reader.take(1) == Data([version]),
+        let header = reader.take(5)
+        if header == magic + Data([1]) {
+            throw .integrity(
+                "The device directory's tpm file is version 1: it was made with TPM templates that had noDA objects and NV indexes, which this version no longer uses (every TPM object is dictionary-attack protected now).",
+                hint: "Copy the data out with the version that made the device, then erase it and create it again (dpctl init --device-key tpm).")
+        }
+        guard header == magic + Data([version]),
               let effaceable = reader.uint32(), let counter = reader.uint32(),
               let publicArea = reader.prefixed(), let privateArea = reader.prefixed(), reader.isAtEnd else {
             throw .integrity("The device directory's tpm file is corrupt.",
