@@ -55,7 +55,12 @@ final class ProtectedConnections: DeviceLifecycleObserver, Sendable {
     }
 
     private func guardConnection(_ db: Database) throws {
-        guard let connection = db.sqliteConnection, let gate = SQLiteStatementGate.install(on: connection) else {
+        let busyTimeout: Int32? = switch db.configuration.busyMode {
+        case .immediateError: 0
+        case let .timeout(seconds): Int32(clamping: Int((seconds * 1000).rounded(.up)))
+        case .callback: nil
+        }
+        guard let connection = db.sqliteConnection, let gate = SQLiteStatementGate.install(on: connection, busyTimeout: busyTimeout) else {
             throw DataProtectionError(.ioFailure, "Cannot watch a SQLite connection of \(path) for the device's lock.")
         }
         gate.keep(self)

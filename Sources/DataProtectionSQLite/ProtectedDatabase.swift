@@ -142,10 +142,13 @@ public final class ProtectedDatabase: Sendable {
         Self.discardPlaintext(of: sqlite)
     }
 
-    /// Rolls back an open transaction and frees every page SQLite caches for `connection`.
+    /// Rolls back an open transaction, overwrites the last record SQLite assembled (kept in
+    /// the clear until the connection closes) and frees every page SQLite caches for
+    /// `connection`.
     private static func discardPlaintext(of connection: SQLiteConnection) {
         guard !connection.isClosed else { return }
         if connection.isInTransaction { try? connection.execute("ROLLBACK") }
+        connection.scrubInsertScratch()
         connection.releaseMemory()
     }
 

@@ -27,7 +27,7 @@ public final class SQLiteConnection {
         }
         handle = opened
         sqlite3_extended_result_codes(opened, 1)
-        sqlite3_busy_timeout(opened, 5_000)
+        sqlite3_busy_timeout(opened, Self.busyTimeoutMilliseconds)
     }
 
     deinit { close() }
@@ -65,6 +65,18 @@ public final class SQLiteConnection {
         SQLiteStorageErrorSlot.clear()
         sqlite3_close_v2(handle)
         SQLiteStorageErrorSlot.clear()
+    }
+
+    /// How long a statement waits for a lock another connection holds.
+    static let busyTimeoutMilliseconds: Int32 = 5_000
+
+    /// Overwrites the page where SQLite assembled the last record this connection wrote,
+    /// which it keeps in the clear until the connection closes (``SQLiteInsertScratch``).
+    /// Call it outside a transaction, with the database's key still there.
+    @discardableResult
+    public func scrubInsertScratch() -> Bool {
+        guard let handle else { return true }
+        return SQLiteInsertScratch.scrub(handle, busyTimeout: Self.busyTimeoutMilliseconds)
     }
 
     /// Frees what the connection's page cache holds outside a transaction (through the zeroing

@@ -25,6 +25,9 @@ package final class SQLiteStatementGate: @unchecked Sendable {
     private let gate: UnsafeMutablePointer<DPStatementGate>
     /// The connection's address, until it closes (then 0).
     private let connection: Locked<Int>
+    /// The connection's busy timeout in milliseconds (`nil`: a busy handler of its owner's,
+    /// left alone), set back after the scratch page is overwritten.
+    private let busyTimeout: Int32?
     /// What the gate keeps alive as long as the connection is open (whoever opens and closes it).
     private let kept = Locked<(any AnyObject & Sendable)?>(nil)
 
@@ -33,7 +36,8 @@ package final class SQLiteStatementGate: @unchecked Sendable {
         kept.withLock { $0 = object }
     }
 
-    private init(connection: OpaquePointer) {
+    private init(connection: OpaquePointer, busyTimeout: Int32?) {
+        self.busyTimeout = busyTimeout
         gate = .allocate(capacity: 1)
         gate.initialize(to: DPStatementGate(state: 0, connection: connection))
         self.connection = Locked(Int(bitPattern: connection))
@@ -45,9 +49,11 @@ package final class SQLiteStatementGate: @unchecked Sendable {
     }
 
     /// Installs a gate, open, on `connection` (an `sqlite3 *`), on the thread that uses it.
-    /// `nil` when SQLite refuses the function that ties the gate's life to the connection.
-    package static func install(on connection: OpaquePointer) -> SQLiteStatementGate? {
-        let gate = SQLiteStatementGate(connection: connection)
+    /// `busyTimeout`: the connection's busy timeout in milliseconds (0: none), or `nil` when
+    /// its owner installed a busy handler of its own. `nil` when SQLite refuses the function
+    /// that ties the gate's life to the connection.
+    package static func install(on connection: OpaquePointer, busyTimeout: Int32?) -> SQLiteStatementGate? {
+        let gate = SQLiteStatementGate(connection: connection, busyTimeout: busyTimeout)
         let retained = Unmanaged.passRetained(gate).toOpaque()
         // A function that does nothing, whose destructor SQLite calls when the connection
         // closes (or the function is replaced): the gate's last reference goes then.
@@ -107,15 +113,21 @@ package final class SQLiteStatementGate: @unchecked Sendable {
     /// Whether the connection is still open.
     package var isConnected: Bool { connection.withLock { $0 != 0 } }
 
-    /// Rolls back the connection's open transaction and frees (wipes) every page SQLite
-    /// caches for it. Call it only while nothing else uses the connection (its owner's queue
-    /// held): the gate lets the `ROLLBACK` through whatever its state.
+    /// Rolls back the connection's open transaction, overwrites the last record SQLite
+    /// assembled (``SQLiteInsertScratch``) and frees (wipes) every page SQLite caches for it.
+    /// Call it only while nothing else uses the connection (its owner's queue held) and the
+    /// key is still there: the gate lets the `ROLLBACK` through whatever its state.
     package func rollBackAndReleaseMemory() {
         connection.withLock { address in
             guard let connection = OpaquePointer(bitPattern: address) else { return }
             if sqlite3_get_autocommit(connection) == 0 {
                 _ = sqlite3_exec(connection, "ROLLBACK", nil, nil, nil)
             }
+            // The last record written stays in SQLite's insert scratch page: overwritten by a
+            // transaction the gate would refuse, so without the gate for that moment.
+            sqlite3_progress_handler(connection, 0, nil, nil)
+            SQLiteInsertScratch.scrub(connection, busyTimeout: busyTimeout)
+            dp_gate_install(gate)
             _ = sqlite3_db_release_memory(connection)
         }
     }

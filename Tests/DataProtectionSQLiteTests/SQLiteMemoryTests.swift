@@ -1,5 +1,7 @@
 import DataProtection
+import DataProtectionGRDB
 import DataProtectionSQLite
+import GRDB
 import SQLiteBridge
 import SodiumBridge
 import Foundation
@@ -81,8 +83,11 @@ struct SQLiteKeyDiscardMemoryTests {
             try db.execute("BEGIN")
             try db.execute("WITH RECURSIVE c(n) AS (SELECT 2001 UNION ALL SELECT n + 1 FROM c WHERE n < 4000) INSERT INTO t SELECT \(row) FROM c")
             #expect(try db.query("SELECT count(*) FROM t WHERE x LIKE 'QZJ%JZQ'").first?.values == [.integer(4000)])
-            let needles = stride(from: 1, through: 2000, by: 97).map { Self.rowNeedle(seed: seed, number: $0, label: "committed") }
-                + stride(from: 2001, through: 4000, by: 97).map { Self.rowNeedle(seed: seed, number: $0, label: "pending") }
+            // The last row of each insert among them: SQLite's B-tree layer assembles every record
+            // it inserts in one scratch page of the connection, which keeps the last one until the
+            // connection closes (overwritten at the discard: SQLiteInsertScratch).
+            let needles = (Array(stride(from: 1, through: 2000, by: 97)) + [2000]).map { Self.rowNeedle(seed: seed, number: $0, label: "committed") }
+                + (Array(stride(from: 2001, through: 4000, by: 97)) + [4000]).map { Self.rowNeedle(seed: seed, number: $0, label: "pending") }
 
             // Positive control: the rows are in SQLite's page cache, committed and pending alike.
             let before = try MemoryScanner.scan(for: needles)
@@ -98,9 +103,42 @@ struct SQLiteKeyDiscardMemoryTests {
             #expect(after.findings.isEmpty, "left in memory: \(after.findings.prefix(20))")
 
             try fixture.unlock()
+            // The connection kept its settings and its statements: the scratch page was
+            // overwritten by a transaction rolled back at once, not by closing.
+            #expect(try db.query("SELECT count(*) FROM sqlite_schema WHERE name LIKE 'dataprotection-%'").first?.values == [.integer(0)])
             expectCode(.sqliteError) { try db.execute("COMMIT") }
             #expect(try db.query("SELECT count(*) FROM t").first?.values == [.integer(2000)], "the pending rows were rolled back")
             db.close()
+        }
+        #endif
+    }
+
+    @Test("a GRDB queue, no transaction open at the lock: after the discard none of its rows is in memory, the last one written neither")
+    func noGRDBRowsAfterTheDiscard() throws {
+        #if os(Linux)
+        try withDatabaseStore { fixture in
+            let seed = String(UInt64.random(in: 1 << 60..<UInt64.max), radix: 36)
+            let row = "'QZJ' || '\(seed)' || printf('-%05d-', n) || 'JZQ'"
+            let queue = try DatabaseQueue(protectedAtPath: "grdb-rows.sqlite", in: fixture.store, protection: .complete)
+            try queue.write { db in
+                try db.execute(sql: "CREATE TABLE t(x TEXT)")
+                try db.execute(sql: "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 1500) INSERT INTO t SELECT \(row) FROM c")
+            }
+            #expect(try queue.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM t WHERE x LIKE 'QZJ%JZQ'") } == 1500)
+            let needles = (Array(stride(from: 1, through: 1500, by: 89)) + [1500]).map { Self.rowNeedle(seed: seed, number: $0, label: "grdb") }
+            let before = try MemoryScanner.scan(for: needles)
+            #expect(before.findings.contains { $0.label == "grdb row 1500" }, "the last row is in the insert scratch page before the lock")
+
+            try fixture.device.lock()  // grace 0: the complete key goes now
+            let after = try MemoryScanner.scan(for: needles)
+            print("GRDB at the discard: \(needles.count) rows searched, \(before.findings.count) copies before, "
+                  + "\(after.findings.count) after, \(after.bytesScanned) bytes scanned")
+            #expect(after.bytesScanned > 1 << 20)
+            #expect(after.findings.isEmpty, "left in memory: \(after.findings.prefix(20))")
+
+            try fixture.unlock()
+            #expect(try queue.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM t") } == 1500)
+            #expect(try queue.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_schema WHERE name LIKE 'dataprotection-%'") } == 0)
         }
         #endif
     }
