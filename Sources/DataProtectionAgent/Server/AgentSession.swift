@@ -50,7 +50,9 @@ final class AgentSession {
                 if case .watch = request { return watch() }
                 let response: AgentResponse
                 do {
-                    response = try perform(request, descriptor: descriptor)
+                    response = try request.changesStore
+                        ? server.storeGate.mutating { () throws(DataProtectionError) in try perform(request, descriptor: descriptor) }
+                        : perform(request, descriptor: descriptor)
                 } catch {
                     response = .failure(error)
                 }
