@@ -1,6 +1,7 @@
 import DataProtection
 import DataProtectionAgent
 import DataProtectionBackup
+import DataProtectionSQLite
 import Foundation
 import SodiumBridge
 import SystemPackage
@@ -119,6 +120,34 @@ struct AgentBackupTests {
                 Issue.record("\(error)")
             }
             #expect(try FileManager.default.attributesOfItem(atPath: archive.path)[.size] as? UInt64 == 0)
+        }
+    }
+
+    @Test("a passphrase archive made by the agent (the passphrase sent in a wiped frame, the key derived there) opens with that passphrase and holds the items; a passphrase with an X25519 recipient is refused")
+    func passphrase() throws {
+        try withAgent { agent in
+            try agent.device.unlock(passcode: "1234")
+            let client = try agent.client()
+            try client.write(Data("hello".utf8), to: "docs/hello.txt", protection: .completeUntilFirstUserAuthentication)
+            _ = try client.keychain.add(ItemSecret("s3cret"), label: "mail", attributes: ["service": "imap"], accessibility: .afterFirstUnlock)
+            let archive = agent.root.appendingPathComponent("passphrase.age")
+            let descriptor = try FileDescriptor.open(FilePath(archive.path), .writeOnly, options: [.create, .truncate], permissions: [.ownerReadWrite])
+            let summary = try client.createBackup(to: descriptor, recipients: [try AgeRecipient(passphrase: Passcode("correct horse"), workFactor: 10)])
+            try descriptor.close()
+            #expect(summary.hasItems && summary.fileCount == 1 && summary.contentBytes == 5)
+            #expect(try FileManager.default.attributesOfItem(atPath: archive.path)[.size] as? UInt64 == summary.archiveBytes)
+            let input = try FileDescriptor.open(FilePath(archive.path), .readOnly)
+            defer { try? input.close() }
+            let listed = try Backup.verify(from: .fileDescriptor(input), identities: [AgeIdentity(passphrase: Passcode("correct horse"))])
+            #expect(listed.recipientTypes == ["scrypt"])
+            #expect(listed.entries.map(\.path) == ["docs", "docs/hello.txt", Backup.itemsEntryPath])
+
+            let (_, recipient) = try Self.ageKeygen(in: agent.root)
+            let refused = try FileDescriptor.open(FilePath(archive.path + ".2"), .writeOnly, options: [.create, .truncate], permissions: [.ownerReadWrite])
+            defer { try? refused.close() }
+            expectCode(.invalidArgument) {
+                try client.createBackup(to: refused, recipients: [try AgeRecipient(recipient), try AgeRecipient(passphrase: Passcode("x"), workFactor: 10)])
+            }
         }
     }
 

@@ -143,8 +143,12 @@ final class AgentSession {
         }
     }
 
+    /// Closes (flushes) the handles left open: a change of the store, so it waits while a backup runs.
     private func closeHandles() {
-        for handle in handles.values { try? handle.close() }
+        guard !handles.isEmpty else { return }
+        server.storeGate.mutating {
+            for handle in handles.values { try? handle.close() }
+        }
         handles.removeAll()
     }
 
