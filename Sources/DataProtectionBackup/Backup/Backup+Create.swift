@@ -9,7 +9,10 @@ extension Backup {
     /// is unavailable the backup fails with `protectedDataUnavailable`, naming the files it
     /// could not read, and writes nothing. One instant: the archive holds the store as it is
     /// while this runs; in one process the caller owns the store (no other process changes
-    /// it meanwhile); through an agent, see `Keys/backup-format.md`, "One instant".
+    /// it meanwhile), and each database of a `ProtectedStore` is copied by SQLite as of one
+    /// committed transaction. Through an agent, use `AgentStore.createBackup`, which runs
+    /// this in the agent with every other client's changes held: given an `AgentStore`
+    /// directly, two files may come from different instants (`Keys/backup-format.md`, "One instant").
     ///
     /// - Parameters:
     ///   - store: the store to back up, in this process or through an agent.
