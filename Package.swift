@@ -103,7 +103,8 @@ let package = Package(
         .target(
             name: "DataProtectionAgent",
             dependencies: [
-                "DataProtection", "DataProtectionSQLite", "SQLiteBridge", "SocketBridge", "SodiumBridge", "DBusBridge", "CryptoBridge",
+                "DataProtection", "DataProtectionSQLite", "DataProtectionBackup", "SQLiteBridge", "SocketBridge", "SodiumBridge", "DBusBridge",
+                "CryptoBridge",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -261,7 +262,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DataProtectionAgentTests",
-            dependencies: ["DataProtectionAgent", "TestSupport", "DataProtection", "DataProtectionSQLite", "SocketBridge", "DataProtectionFuzzing"]
+            dependencies: ["DataProtectionAgent", "TestSupport", "DataProtection", "DataProtectionBackup", "DataProtectionSQLite", "SocketBridge", "DataProtectionFuzzing"]
         ),
         .testTarget(
             name: "dpctlTests",

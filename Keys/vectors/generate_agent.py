@@ -106,6 +106,11 @@ REQUESTS = [
      request(31, string("db"), boolean(True), u8(CLASSES["complete"]), boolean(False))),
     ("sqlStream \"log.db\", no create, no class given, going on after a failed statement",
      request(31, string("log.db"), boolean(False), u8(CLASSES[None]), boolean(True))),
+    ("backupCreate to two X25519 recipients, with items",
+     request(50, u32(2), string("age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"),
+             string("age1lggyhqrw2nlhcxprm67z43rta597azn8gknawjehu9d9dl0jq3yqqvfafg"), optional(None, data), u8(0), boolean(True))),
+    ("backupCreate to the passphrase \"correct horse\", work factor 18, without items",
+     request(50, u32(0), optional(b"correct horse", data), u8(18), boolean(False))),
 ]
 
 # --- §5, responses ---------------------------------------------------------------------

@@ -184,6 +184,15 @@ public final class SQLiteConnection {
 
     // MARK: - Statements
 
+    /// The open handle, for the backup API (``copyWholeDatabase(into:)``).
+    func handleForBackup() throws(SQLiteError) -> OpaquePointer { try open() }
+
+    /// The connection's last error.
+    func lastError() -> SQLiteError {
+        guard let handle else { return SQLiteError(code: SQLITE_MISUSE, message: "The database connection is closed.") }
+        return error(sqlite3_errcode(handle))
+    }
+
     private func open() throws(SQLiteError) -> OpaquePointer {
         guard let handle else { throw SQLiteError(code: SQLITE_MISUSE, message: "The database connection is closed.") }
         return handle

@@ -47,6 +47,12 @@ struct AgentProtocolTests {
             .sqlStream(path: "db", create: true, protection: .complete, keepGoing: false),
         "sqlStream \"log.db\", no create, no class given, going on after a failed statement":
             .sqlStream(path: "log.db", create: false, protection: nil, keepGoing: true),
+        "backupCreate to two X25519 recipients, with items":
+            .backupCreate(recipients: ["age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p",
+                                       "age1lggyhqrw2nlhcxprm67z43rta597azn8gknawjehu9d9dl0jq3yqqvfafg"],
+                          passphrase: nil, workFactor: 0, items: true),
+        "backupCreate to the passphrase \"correct horse\", work factor 18, without items":
+            .backupCreate(recipients: [], passphrase: Passcode("correct horse"), workFactor: 18, items: false),
     ]
 
     static let responses: [String: AgentResponse] = [

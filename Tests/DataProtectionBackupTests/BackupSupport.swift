@@ -118,3 +118,13 @@ func snapshot(_ store: some ProtectedFileSystem, _ directory: String = "") throw
 func digest(_ data: Data) -> String {
     BLAKE2b.hash(byteCount: 16, [.data(data)]).map { String(format: "%02x", $0) }.joined()
 }
+
+/// Waits up to `seconds` for `condition`.
+func eventually(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
+    let deadline = Date(timeIntervalSinceNow: seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        Thread.sleep(forTimeInterval: 0.02)
+    }
+    return condition()
+}

@@ -51,6 +51,11 @@ public enum AgentRequest: Sendable, Hashable {
     case itemDelete(id: String)
     case itemDeleteMatching(attributes: [String: String])
     case itemGeneration
+    /// A backup of the whole store made by the agent at one instant, its age ciphertext written
+    /// into the passed descriptor (code 50, `Keys/agent-protocol.md` §4): to the X25519
+    /// `recipients` (`age1…`), or to `passphrase` with scrypt's `workFactor`; `items`: with
+    /// the migratable keychain items.
+    case backupCreate(recipients: [String], passphrase: Passcode?, workFactor: UInt8, items: Bool)
 
     /// The operation code (the frame's first byte).
     public var operation: UInt8 {
@@ -95,6 +100,7 @@ public enum AgentRequest: Sendable, Hashable {
         case .itemDelete: 46
         case .itemDeleteMatching: 47
         case .itemGeneration: 48
+        case .backupCreate: 50
         }
     }
 
@@ -102,6 +108,7 @@ public enum AgentRequest: Sendable, Hashable {
     var carriesPasscode: Bool {
         switch self {
         case .unlock, .setPasscode, .changePasscode, .removePasscode, .itemAdd: true
+        case .backupCreate(_, let passphrase, _, _): passphrase != nil
         case .itemUpdate(_, _, _, let secret), .itemUpdateMatching(_, _, _, let secret): secret != nil
         default: false
         }
@@ -110,8 +117,20 @@ public enum AgentRequest: Sendable, Hashable {
     /// Whether the request may carry a descriptor.
     var takesDescriptor: Bool {
         switch self {
-        case .readFile, .sqlStream: true
+        case .readFile, .sqlStream, .backupCreate: true
         case .writeFile(_, _, _, let source): source.inlineData == nil
+        default: false
+        }
+    }
+
+    /// Whether the request changes the store, its databases or its items: it waits while an
+    /// agent-side backup runs (``AgentStoreGate``). `sqlStream` takes the gate per batch.
+    var changesStore: Bool {
+        switch self {
+        case .writeFile, .createDirectory, .remove, .move, .copy, .setProtection, .write, .truncate, .synchronize, .close, .sql,
+             .itemAdd, .itemUpdate, .itemUpdateMatching, .itemDelete, .itemDeleteMatching:
+            true
+        case .open(_, let mode, let create, _): create || mode != .read
         default: false
         }
     }
@@ -217,6 +236,12 @@ public enum AgentRequest: Sendable, Hashable {
             writer.attributes(attributes)
         case .itemGeneration:
             break
+        case .backupCreate(let recipients, let passphrase, let workFactor, let items):
+            writer.u32(UInt32(recipients.count))
+            for recipient in recipients { writer.string(recipient) }
+            writer.optional(passphrase) { $0.passcode($1) }
+            writer.u8(workFactor)
+            writer.bool(items)
         }
         return writer.bytes
     }
@@ -299,6 +324,13 @@ public enum AgentRequest: Sendable, Hashable {
         case 46: request = .itemDelete(id: try reader.string())
         case 47: request = .itemDeleteMatching(attributes: try reader.attributes())
         case 48: request = .itemGeneration
+        case 50:
+            let count = try reader.u32()
+            guard count <= AgentWireFormat.maximumBackupRecipients else { throw AgentProtocolViolation("\(count) backup recipients") }
+            var recipients: [String] = []
+            for _ in 0..<count { recipients.append(try reader.string()) }
+            request = .backupCreate(recipients: recipients, passphrase: try reader.optional { reader throws(AgentProtocolViolation) in try reader.passcode() },
+                                    workFactor: try reader.u8(), items: try reader.bool())
         default: throw AgentProtocolViolation("unknown operation \(operation)")
         }
         try reader.finish()

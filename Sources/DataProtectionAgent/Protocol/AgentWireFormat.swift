@@ -18,6 +18,10 @@ public enum AgentWireFormat {
     public static let maximumMilliseconds: UInt64 = 1 << 52
     /// The most handles one client may hold open at once.
     public static let maximumHandlesPerClient = 1024
+    /// The most recipients of one `backupCreate` (more are a violation).
+    public static let maximumBackupRecipients: UInt32 = 1024
+    /// How long an agent-side backup waits for other clients' changes already running to end (then `storeBusy`).
+    public static let backupGateWait: Duration = .seconds(10)
 
     /// The failure of a `readFile` whose output lost its reader (a pipe closed early, as in
     /// `dpctl cat big | head`): see ``AgentStore/isOutputClosed(_:)``.

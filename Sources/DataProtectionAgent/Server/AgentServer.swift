@@ -81,6 +81,8 @@ public final class AgentServer: Sendable {
     public let store: ProtectedStore
     /// The store's keychain, held for the agent's life (its generation counts every change the agent serves).
     let keychain: Keychain
+    /// Holds the store's changes while an agent-side backup takes its one instant.
+    let storeGate = AgentStoreGate()
     /// Where the agent listens.
     public let socketPath: String
     /// Whether the listening socket was inherited (socket activation): it is then not

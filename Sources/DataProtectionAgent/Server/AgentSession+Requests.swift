@@ -36,6 +36,8 @@ extension AgentSession {
         case .itemAdd, .itemSearch, .itemByID, .itemSecret, .itemUpdate, .itemUpdateMatching, .itemDelete, .itemDeleteMatching,
              .itemGeneration:
             return try performItemRequest(request)
+        case .backupCreate(let recipients, let passphrase, let workFactor, let items):
+            return try performBackup(recipients: recipients, passphrase: passphrase, workFactor: workFactor, items: items, descriptor: descriptor)
         case .sql(let path, let create, let protection, let statements):
             return .ok(try runSQL(statements, inDatabaseAtPath: path, create: create, protection: protection))
         case .sqlStream(let path, let create, let protection, let keepGoing):

@@ -30,8 +30,11 @@ extension AgentSession {
         var rows = AgentSQLRowPieces(socket)
         var failure: DataProtectionError?
         do throws(DataProtectionError) {
-            let database = try ProtectedDatabase(atPath: path, in: store, create: create, protection: ProtectionChoice(protection))
-            defer { database.close() }
+            // Opening (perhaps creating), each batch and the closing (a checkpoint) are changes: they wait while a backup runs.
+            let database = try server.storeGate.mutating { () throws(DataProtectionError) in
+                try ProtectedDatabase(atPath: path, in: store, create: create, protection: ProtectionChoice(protection))
+            }
+            defer { server.storeGate.mutating { database.close() } }
             // At the discard of the database's key, rows not yet sent go, and so do statements not yet run.
             let watch = AgentDiscardWatch(device: device, protection: database.protectionClass)
             rows.watch = watch
@@ -50,7 +53,7 @@ extension AgentSession {
                 server.noteActivity()
                 defer { rows.flush() }
                 do throws(DataProtectionError) {
-                    try database.execute(sql) { row in rows.append(row) }
+                    try server.storeGate.mutating { () throws(DataProtectionError) in try database.execute(sql) { row in rows.append(row) } }
                 } catch {
                     guard keepGoing else { throw error }
                     rows.report(error)

@@ -50,7 +50,9 @@ final class AgentSession {
                 if case .watch = request { return watch() }
                 let response: AgentResponse
                 do {
-                    response = try perform(request, descriptor: descriptor)
+                    response = try request.changesStore
+                        ? server.storeGate.mutating { () throws(DataProtectionError) in try perform(request, descriptor: descriptor) }
+                        : perform(request, descriptor: descriptor)
                 } catch {
                     response = .failure(error)
                 }
@@ -141,8 +143,12 @@ final class AgentSession {
         }
     }
 
+    /// Closes (flushes) the handles left open: a change of the store, so it waits while a backup runs.
     private func closeHandles() {
-        for handle in handles.values { try? handle.close() }
+        guard !handles.isEmpty else { return }
+        server.storeGate.mutating {
+            for handle in handles.values { try? handle.close() }
+        }
         handles.removeAll()
     }
 

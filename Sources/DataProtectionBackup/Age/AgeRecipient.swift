@@ -82,6 +82,13 @@ public struct AgeRecipient: Sendable, CustomStringConvertible {
         }
     }
 
+    /// The passphrase and scrypt work factor of a passphrase recipient (what an agent-side
+    /// backup request carries), `nil` for an X25519 one.
+    package var passphrase: (passphrase: Passcode, workFactor: Int)? {
+        if case let .scrypt(passphrase, logN) = kind { return (passphrase, logN) }
+        return nil
+    }
+
     var isPassphrase: Bool {
         if case .scrypt = kind { return true }
         return false

@@ -1,4 +1,5 @@
 import DataProtection
+import DataProtectionSQLite
 import Foundation
 
 extension Backup {
@@ -8,7 +9,10 @@ extension Backup {
     /// is unavailable the backup fails with `protectedDataUnavailable`, naming the files it
     /// could not read, and writes nothing. One instant: the archive holds the store as it is
     /// while this runs; in one process the caller owns the store (no other process changes
-    /// it meanwhile); through an agent, see `Keys/backup-format.md`, "One instant".
+    /// it meanwhile), and each database of a `ProtectedStore` is copied by SQLite as of one
+    /// committed transaction. Through an agent, use `AgentStore.createBackup`, which runs
+    /// this in the agent with every other client's changes held: given an `AgentStore`
+    /// directly, two files may come from different instants (`Keys/backup-format.md`, "One instant").
     ///
     /// - Parameters:
     ///   - store: the store to back up, in this process or through an agent.
@@ -68,6 +72,7 @@ extension Backup {
     ) throws(DataProtectionError) -> (entries: [BackupEntry], contentBytes: UInt64) {
         var written: [BackupEntry] = []
         var contentBytes: UInt64 = 0
+        var skipped: Set<String> = []
         var batch = Data()
         var sent: UInt64 = 0
         func flush() throws(DataProtectionError) {
@@ -96,7 +101,24 @@ extension Backup {
                 written.append(BackupEntry(path: path, kind: .directory, size: 0, protectionClass: attributes.protectionClass))
                 continue
             }
-            let handle = try store.fileHandle(forReadingAtPath: path)
+            if skipped.contains(path) { continue }
+            var handle = try store.fileHandle(forReadingAtPath: path)
+            var archivedPath: String?
+            do {
+                if let local = store as? ProtectedStore, try isDatabase(handle) {
+                    // A database: a copy of one committed instant, made by SQLite, stands for its main file and WAL or journal.
+                    try handle.close()
+                    archivedPath = try snapshot(ofDatabaseAt: path, in: local, protectionClass: attributes.protectionClass)
+                    handle = try store.fileHandle(forReadingAtPath: archivedPath!)
+                    skipped.insert(path + "-wal")
+                    skipped.insert(path + "-journal")
+                }
+            } catch {
+                try? handle.close()
+                if let local = store as? ProtectedStore, local.fileExists(atPath: snapshotDirectory) { try? removeSnapshots(in: local) }
+                throw error
+            }
+            defer { if archivedPath != nil, let local = store as? ProtectedStore { try? removeSnapshots(in: local) } }
             do {
                 let size = try handle.size()
                 var offset: UInt64 = 0
@@ -131,12 +153,42 @@ extension Backup {
         return (written, contentBytes)
     }
 
+    /// Whether the file open in `handle` is a SQLite database (its header string).
+    private static func isDatabase(_ handle: some ProtectedFileHandling) throws(DataProtectionError) -> Bool {
+        guard try handle.size() >= 512 else { return false }
+        return try handle.read(atOffset: 0, upToCount: sqliteHeader.count) == sqliteHeader
+    }
+
+    /// Copies the database at `path` as of one committed instant (SQLite's backup API: one
+    /// read transaction) into a database of the same class in the snapshot directory, whose
+    /// path it returns. Memory: two page caches, whatever the size; disk: one copy at a time.
+    private static func snapshot(ofDatabaseAt path: String, in store: ProtectedStore, protectionClass: ProtectionClass?)
+        throws(DataProtectionError) -> String {
+        if store.fileExists(atPath: snapshotDirectory) { try removeSnapshots(in: store) }
+        try store.createDirectory(atPath: snapshotDirectory, withIntermediateDirectories: false, protection: .none)
+        let copyPath = snapshotDirectory + "/" + snapshotName
+        let source = try ProtectedDatabase(atPath: path, in: store)
+        defer { source.close() }
+        let copy = try ProtectedDatabase(atPath: copyPath, in: store, create: true, protection: ProtectionChoice(protectionClass))
+        defer { copy.close() }
+        // The copy is read once and removed: no journal, no sync.
+        try copy.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF")
+        try source.copyWhole(into: copy)
+        return copyPath
+    }
+
+    /// Removes what a backup left in the snapshot directory (a crash in the middle of one).
+    private static func removeSnapshots(in store: ProtectedStore) throws(DataProtectionError) {
+        for name in try store.contentsOfDirectory(atPath: snapshotDirectory) { try store.removeItem(atPath: snapshotDirectory + "/" + name) }
+        try store.removeItem(atPath: snapshotDirectory)
+    }
+
     /// Every directory and file below `directory`, parents before children, names sorted.
     private static func walk(
         _ directory: String, in store: some ProtectedFileSystem, into entries: inout [(path: String, attributes: ProtectedItemAttributes)]
     ) throws(DataProtectionError) {
         for name in try store.contentsOfDirectory(atPath: directory.isEmpty ? "/" : directory).sorted() {
-            if directory.isEmpty && name == RestoreStaging.name { continue }
+            if directory.isEmpty && (name == RestoreStaging.name || name == snapshotDirectory) { continue }
             let path = directory.isEmpty ? name : directory + "/" + name
             let attributes = try store.attributesOfItem(atPath: path)
             entries.append((path, attributes))

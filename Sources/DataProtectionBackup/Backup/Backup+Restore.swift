@@ -53,15 +53,7 @@ extension Backup {
     ) throws(DataProtectionError) -> (BackupSummary, ProtectionClass?, Data?) {
         let plaintext = AgePlaintextReader(decryptor)
         defer { plaintext.close() }
-        let tar = PaxTarReader({ (count: Int) throws(DataProtectionError) -> Data in
-            let data = try plaintext.read(count)
-            progress(plaintext.consumed)
-            return data
-        }, readAvailable: { (count: Int) throws(DataProtectionError) -> Data in
-            let data = try plaintext.readAvailable(upTo: count)
-            progress(plaintext.consumed)
-            return data
-        })
+        let tar = PaxTarReader(plaintext, progress: progress)
         var entries: [BackupEntry] = []
         var seen: Set<String> = []
         var itemsEntry: Data?

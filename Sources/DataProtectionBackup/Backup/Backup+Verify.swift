@@ -13,15 +13,7 @@ extension Backup {
         let decryptor = try AgeDecryptor(identities: identities, input: input)
         let plaintext = AgePlaintextReader(decryptor)
         defer { plaintext.close() }
-        let tar = PaxTarReader({ (count: Int) throws(DataProtectionError) -> Data in
-            let data = try plaintext.read(count)
-            progress(plaintext.consumed)
-            return data
-        }, readAvailable: { (count: Int) throws(DataProtectionError) -> Data in
-            let data = try plaintext.readAvailable(upTo: count)
-            progress(plaintext.consumed)
-            return data
-        })
+        let tar = PaxTarReader(plaintext, progress: progress)
         var entries: [BackupEntry] = []
         var seen: Set<String> = []
         var contentBytes: UInt64 = 0

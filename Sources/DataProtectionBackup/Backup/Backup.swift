@@ -13,6 +13,13 @@ public enum Backup {
     static let pieceSize = 1 << 20
     /// The largest items entry a restore accepts: 64 MiB.
     static let itemsEntryLimit: UInt64 = 64 << 20
+    /// Where `create` copies a database as of one instant before archiving the copy (at the
+    /// store's root; never archived; removed after each database).
+    package static let snapshotDirectory = ".dataprotection-backup"
+    /// The copy's name in ``snapshotDirectory``.
+    static let snapshotName = "database"
+    /// The first 16 bytes of a SQLite database.
+    static let sqliteHeader = Data("SQLite format 3\u{0}".utf8)
     /// The items entry's path in the archive.
     public static let itemsEntryPath = ".dataprotection/items"
 }

@@ -43,6 +43,21 @@ final class PaxTarReader {
         self.readAvailable = readAvailable ?? read
     }
 
+    /// Reads the tar stream of an archive's plaintext (restore and verify): exact reads
+    /// for headers, file content a chunk at a time; `progress` gets the plaintext bytes
+    /// consumed after each read.
+    convenience init(_ plaintext: AgePlaintextReader, progress: @escaping (UInt64) -> Void) {
+        self.init({ (count: Int) throws(DataProtectionError) -> Data in
+            let data = try plaintext.read(count)
+            progress(plaintext.consumed)
+            return data
+        }, readAvailable: { (count: Int) throws(DataProtectionError) -> Data in
+            let data = try plaintext.readAvailable(upTo: count)
+            progress(plaintext.consumed)
+            return data
+        })
+    }
+
     private func exactly(_ count: Int) throws(DataProtectionError) -> Data {
         let data = try read(count)
         guard data.count == count else { throw TarFormat.foreign("it ends inside an entry") }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import DataProtection
+import DataProtectionAgent
 import DataProtectionBackup
 import Foundation
 import SystemPackage
@@ -65,6 +66,13 @@ struct BackupCommand: ParsableCommand {
             let kind = entry.kind == .directory ? "d" : entry.kind == .items ? "i" : "-"
             return "\(kind) \((entry.protectionClass?.rawValue ?? "-").padding(toLength: 36, withPad: " ", startingAt: 0)) \(String(entry.size).leftPadded(12)) \(entry.path)"
         }.joined(separator: "\n")
+    }
+
+    /// The report of a backup the agent made.
+    static func report(_ summary: AgentBackupSummary, recipients: [AgeRecipient], archive: String?) -> CommandReport {
+        CommandReport(["archive": .text(archive), "archiveBytes": .bytes(summary.archiveBytes), "contentBytes": .bytes(summary.contentBytes),
+                       "directories": .integer(Int64(summary.directoryCount)), "files": .integer(Int64(summary.fileCount)),
+                       "recipients": .string(recipients.map { $0.passphrase == nil ? "X25519" : "scrypt" }.joined(separator: ","))])
     }
 
     static func report(_ summary: BackupSummary, archive: String?) -> CommandReport {
@@ -139,12 +147,20 @@ extension BackupCommand {
                 try session.unlock(for: .complete)
                 let file = output == nil || output == "-" ? nil : try OutputFile.open(output!)
                 let bar = BackupCommand.progressBar(total: nil, quiet: progress.quiet)
-                let summary: BackupSummary
+                let summary: CommandReport
                 do throws(DataProtectionError) {
-                    summary = try Backup.create(of: session.store, device: session.device,
-                                                to: .fileDescriptor(file?.descriptor ?? .standardOutput), recipients: ageRecipients,
-                                                items: KeychainBackupItems(session.keychain(unlockingFor: .complete))) { written in
-                        bar.set(written)
+                    let destination = file?.descriptor ?? .standardOutput
+                    if let agent = session.agent {
+                        // The agent makes the archive at one instant (Keys/backup-format.md §6); only ciphertext comes back.
+                        let made = try agent.createBackup(to: destination, recipients: ageRecipients, includingItems: true) { written in bar.set(written) }
+                        summary = BackupCommand.report(made, recipients: ageRecipients, archive: output)
+                    } else {
+                        let made = try Backup.create(of: session.store, device: session.device, to: .fileDescriptor(destination),
+                                                     recipients: ageRecipients,
+                                                     items: KeychainBackupItems(session.keychain(unlockingFor: .complete))) { written in
+                            bar.set(written)
+                        }
+                        summary = BackupCommand.report(made, archive: output)
                     }
                     bar.finish()
                     try file?.commit()
@@ -153,7 +169,7 @@ extension BackupCommand {
                     file?.abandon()
                     throw error
                 }
-                if report.json { try printJSON(BackupCommand.report(summary, archive: output)) }
+                if report.json { try printJSON(summary) }
             }
         }
     }
