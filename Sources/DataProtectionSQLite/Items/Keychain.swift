@@ -48,6 +48,9 @@ public final class Keychain: Sendable {
     /// removal), closed by the next call. Set by the device's observer without `serial`, which
     /// an operation may hold while it waits for the device.
     let stale = Locked<Set<ItemDomain>>([])
+    /// The domains whose connections a key discard could not close at once (see
+    /// ``keysWillBeDiscarded(_:)``), closed by the next call.
+    private let closeOwed = Locked<Set<ItemDomain>>([])
     private let watch: Locked<KeychainDeviceWatch?> = Locked(nil)
 
     init(store: ProtectedStore) {
@@ -319,6 +322,9 @@ public final class Keychain: Sendable {
             state.exists.removeValue(forKey: domain)
         }
         if staleDomains.contains(.passcodeBound) { changed() }
+        for domain in closeOwed.withLock({ domains in defer { domains.removeAll() }; return domains }) {
+            state.databases.removeValue(forKey: domain)?.close()
+        }
         if !state.checkedDiscards {
             // A passcode removed by a process without the store, or a discard cut by a crash.
             if !store.device.hasPasscode { try store.discardPasscodeBoundItems() } else { try store.removeDiscardedItemAreas() }
@@ -390,6 +396,25 @@ public final class Keychain: Sendable {
         attributes.isEmpty ? "(any)" : attributes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
     }
 
+    /// The keys of `classes` are about to go (still present): the connections to the domains
+    /// of those classes close now. Dropping SQLite's page cache (which the database does at the
+    /// discard) is not enough for items: a connection keeps the last record it wrote, with its
+    /// secret, in a scratch buffer of its B-tree layer (one page, reused for every record
+    /// inserted, freed only when the connection closes), which would outlive the lock. The
+    /// connection reopens at the next call that may read the domain. Called by the device's
+    /// observer, which may hold the device's lock that a keychain call holding `serial` is
+    /// waiting for: after a bounded wait the close is left to that next call.
+    func keysWillBeDiscarded(_ classes: Set<ProtectionClass>) {
+        let domains = ItemDomain.allCases.filter { classes.contains($0.protectionClass) }
+        guard !domains.isEmpty else { return }
+        guard serial.lock(before: Date(timeIntervalSinceNow: 2)) else {
+            closeOwed.withLock { $0.formUnion(domains) }
+            return
+        }
+        defer { serial.unlock() }
+        for domain in domains { state.databases.removeValue(forKey: domain)?.close() }
+    }
+
     /// Under `serial` (for restore): records a change.
     func recordChange() { changed() }
 }
@@ -405,7 +430,9 @@ final class KeychainDeviceWatch: DeviceLifecycleObserver, Sendable {
         self.keychain = keychain
     }
 
-    func deviceWillDiscardKeys(of classes: Set<ProtectionClass>) {}
+    func deviceWillDiscardKeys(of classes: Set<ProtectionClass>) {
+        keychain?.keysWillBeDiscarded(classes)
+    }
 
     func deviceWillRestart(flushing: Bool) {
         keychain?.stale.withLock { $0.formUnion(ItemDomain.allCases) }
