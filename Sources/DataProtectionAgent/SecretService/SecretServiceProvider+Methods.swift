@@ -66,7 +66,7 @@ extension SecretServiceProvider {
                 guard let id = Self.itemIdentifier(path), let secret = try? keychain.secret(ofItemWithID: id) else { continue }
                 secrets.append((.objectPath(path), try open.encode(secret)))
             }
-            try message.reply([.dictionary(keySignature: "o", valueSignature: "(oayays)", secrets)])
+            try message.reply([.dictionary(keySignature: "o", valueSignature: "(oayays)", secrets)], sensitive: true)
         case "ReadAlias":
             let name = arguments.first?.stringValue ?? ""
             try message.reply([.objectPath(name == "default" ? Self.collectionPath : "/")])
@@ -182,6 +182,7 @@ extension SecretServiceProvider {
             let (unlocked, _) = try search(arguments.first)
             try message.reply([.objectPaths(unlocked)])
         case "CreateItem":
+            message.markSensitive()
             guard arguments.count == 3, let properties = arguments[0].stringKeyedDictionary, let secretFields = arguments[1].elements,
                   let replace = arguments[2].boolValue, let sessionPath = secretFields.first?.stringValue else {
                 throw DBusError.invalidArguments("CreateItem takes (a{sv}(oayays)b).")
@@ -237,8 +238,9 @@ extension SecretServiceProvider {
             } catch {
                 throw Self.busError(error)
             }
-            try message.reply([try open.encode(secret)])
+            try message.reply([try open.encode(secret)], sensitive: true)
         case "SetSecret":
+            message.markSensitive()
             guard let fields = message.arguments.first?.elements, let sessionPath = fields.first?.stringValue else {
                 throw DBusError.invalidArguments("SetSecret takes ((oayays)).")
             }
