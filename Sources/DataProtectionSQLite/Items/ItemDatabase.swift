@@ -40,6 +40,9 @@ final class ItemDatabase {
                     value TEXT NOT NULL,
                     PRIMARY KEY(item, name)) WITHOUT ROWID;
                 CREATE INDEX IF NOT EXISTS attribute_by_value ON attribute(name, value, item);
+                CREATE TABLE IF NOT EXISTS move(
+                    id TEXT PRIMARY KEY NOT NULL,
+                    target TEXT NOT NULL) WITHOUT ROWID;
                 PRAGMA user_version = 1;
                 """)
         } catch {
@@ -171,6 +174,27 @@ final class ItemDatabase {
         }
         try database.execute("DELETE FROM attribute WHERE item = ?", [.text(item.id)])
         try insertAttributes(of: item)
+    }
+
+    // MARK: - Moves between domains
+
+    /// The moves of items from this domain to another begun and not finished (`Keys/items.md` §9).
+    func pendingMoves() throws(DataProtectionError) -> [(id: String, target: ItemDomain)] {
+        try database.query("SELECT id, target FROM move").compactMap { row -> (id: String, target: ItemDomain)? in
+            guard row.values.count == 2, case .text(let id) = row.values[0], case .text(let name) = row.values[1],
+                  let target = ItemDomain(rawValue: name) else { return nil }
+            return (id, target)
+        }
+    }
+
+    /// Records that item `id` is being moved to `target` (inside a transaction).
+    func recordMove(id: String, to target: ItemDomain) throws(DataProtectionError) {
+        try database.execute("INSERT OR REPLACE INTO move(id, target) VALUES (?, ?)", [.text(id), .text(target.rawValue)])
+    }
+
+    /// Forgets the move of item `id` (inside a transaction).
+    func forgetMove(id: String) throws(DataProtectionError) {
+        try database.execute("DELETE FROM move WHERE id = ?", [.text(id)])
     }
 
     /// Deletes item `id` (inside a transaction).

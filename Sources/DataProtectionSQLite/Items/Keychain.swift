@@ -39,6 +39,9 @@ public final class Keychain: Sendable {
         var streams: [UInt64: AsyncStream<UInt64>.Continuation] = [:]
         var nextStream: UInt64 = 0
         var checkedDiscards = false
+        /// Per open domain: the moves to another domain begun and not finished (read when the
+        /// database opens; empty almost always).
+        var pendingMoves: [ItemDomain: [(id: String, target: ItemDomain)]] = [:]
     }
 
     /// Reached only under `serial`.
@@ -200,7 +203,6 @@ public final class Keychain: Sendable {
     // MARK: - Updating
 
     /// Changes the label, the attributes (the whole set) or the secret of item `id`.
-    /// The accessibility cannot change: delete the item and add it again.
     ///
     /// - Returns: the item as it now is.
     /// - Throws: as ``item(withID:)``; `fileExists` when the new attribute set is another
@@ -209,10 +211,33 @@ public final class Keychain: Sendable {
     public func updateItem(
         withID id: String, label: String? = nil, attributes: [String: String]? = nil, secret: ItemSecret? = nil
     ) throws(DataProtectionError) -> KeychainItem {
+        try updateItem(withID: id, label: label, attributes: attributes, secret: secret, accessibility: nil)
+    }
+
+    /// Changes the label, the attributes (the whole set), the secret or the accessibility of
+    /// item `id`. The item keeps its identifier and creation date. A new accessibility of
+    /// another protection domain moves the item to that domain's database, crash-safely: a
+    /// crash during the move leaves the item in one domain, the old or the new, never in
+    /// neither, and never visible twice (`Keys/items.md` §9).
+    ///
+    /// - Returns: the item as it now is.
+    /// - Throws: as ``item(withID:)``; `fileExists` when the new attribute set is another
+    ///   item's of the target domain; `protectedDataUnavailable` when the target domain is
+    ///   locked (or needs a passcode the device has not).
+    @discardableResult
+    public func updateItem(
+        withID id: String, label: String? = nil, attributes: [String: String]? = nil, secret: ItemSecret? = nil,
+        accessibility: ItemAccessibility?
+    ) throws(DataProtectionError) -> KeychainItem {
         try ItemIdentity.validate(label: label, attributes: attributes)
         return try serialized { () throws(DataProtectionError) -> KeychainItem in
             let (database, item) = try locate(id)
-            let updated = try update(item, in: database, label: label, attributes: attributes, secret: secret)
+            let updated: KeychainItem
+            if let accessibility, accessibility.domain != database.domain {
+                updated = try move(item, from: database, to: accessibility, label: label, attributes: attributes, secret: secret)
+            } else {
+                updated = try update(item, in: database, label: label, attributes: attributes, secret: secret, accessibility: accessibility)
+            }
             changed()
             return updated
         }
@@ -251,9 +276,10 @@ public final class Keychain: Sendable {
 
     private func update(
         _ item: KeychainItem, in database: ItemDatabase, label: String?, attributes: [String: String]?, secret: ItemSecret?,
-        inTransaction: Bool = false
+        accessibility: ItemAccessibility? = nil, inTransaction: Bool = false
     ) throws(DataProtectionError) -> KeychainItem {
         var updated = item
+        if let accessibility { updated.accessibility = accessibility }
         if let label { updated.label = label }
         if let attributes { updated.attributes = attributes }
         updated.modificationDate = ItemDatabase.now()
@@ -265,6 +291,76 @@ public final class Keychain: Sendable {
         }
         if inTransaction { try work() } else { try database.transaction(work) }
         return updated
+    }
+
+    /// Under `serial`: moves `item` from `source` to the domain of `accessibility`, in three
+    /// durable steps: the move is recorded in the source, the item (same identifier) is
+    /// inserted in the target, then the item and the record leave the source. A crash
+    /// between them is resolved by ``resolvePendingMoves()``: recorded and in the target,
+    /// the source's copy goes; recorded and not in the target, the record goes.
+    private func move(
+        _ item: KeychainItem, from source: ItemDatabase, to accessibility: ItemAccessibility, label: String?,
+        attributes: [String: String]?, secret: ItemSecret?
+    ) throws(DataProtectionError) -> KeychainItem {
+        let target = try writableDatabase(accessibility.domain)
+        var moved = item
+        if let label { moved.label = label }
+        if let attributes { moved.attributes = attributes }
+        moved.accessibility = accessibility
+        moved.modificationDate = ItemDatabase.now()
+        if let other = try target.item(identity: ItemIdentity.encode(moved.attributes)), other.id != item.id {
+            throw DataProtectionError(.fileExists, "Another item (\(other.id)) has the attributes \(Self.describe(moved.attributes)) "
+                                      + "among the \(accessibility.domain.rawValue) items.")
+        }
+        let movedSecret: ItemSecret
+        if let secret {
+            movedSecret = secret
+        } else if let stored = try source.secret(id: item.id) {
+            movedSecret = stored
+        } else {
+            throw DataProtectionError(.fileNotFound, "No item \(item.id).")
+        }
+        defer { if secret == nil { movedSecret.wipe() } }
+        try source.transaction { () throws(DataProtectionError) in try source.recordMove(id: item.id, to: accessibility.domain) }
+        do throws(DataProtectionError) {
+            try target.transaction { () throws(DataProtectionError) in
+                try target.delete(id: item.id)  // a copy a crashed move left, if any
+                try target.insert(moved, secret: movedSecret)
+            }
+        } catch {
+            try? source.transaction { () throws(DataProtectionError) in try source.forgetMove(id: item.id) }
+            throw error
+        }
+        try source.transaction { () throws(DataProtectionError) in
+            try source.delete(id: item.id)
+            try source.forgetMove(id: item.id)
+        }
+        return moved
+    }
+
+    /// Under `serial`: finishes the moves a crash cut, for every source domain whose target
+    /// can be read now (before any lookup: an item is never visible in two domains).
+    private func resolvePendingMoves() throws(DataProtectionError) {
+        for domain in ItemDomain.allCases {
+            guard case .open(let source) = try readableDatabase(domain) else { continue }
+            if state.pendingMoves[domain] == nil { state.pendingMoves[domain] = try source.pendingMoves() }
+            guard let moves = state.pendingMoves[domain], !moves.isEmpty else { continue }
+            var left: [(id: String, target: ItemDomain)] = []
+            for move in moves {
+                let arrived: Bool
+                switch try readableDatabase(move.target) {
+                case .locked: left.append(move); continue
+                case .empty: arrived = false
+                case .open(let target): arrived = try target.item(id: move.id) != nil
+                }
+                try source.transaction { () throws(DataProtectionError) in
+                    if arrived { try source.delete(id: move.id) }
+                    try source.forgetMove(id: move.id)
+                }
+            }
+            state.pendingMoves[domain] = left
+            if left.count != moves.count { changed() }
+        }
     }
 
     // MARK: - Deleting
@@ -320,6 +416,7 @@ public final class Keychain: Sendable {
         for domain in staleDomains {
             state.databases.removeValue(forKey: domain)?.close()
             state.exists.removeValue(forKey: domain)
+            state.pendingMoves.removeValue(forKey: domain)
         }
         if staleDomains.contains(.passcodeBound) { changed() }
         for domain in closeOwed.withLock({ domains in defer { domains.removeAll() }; return domains }) {
@@ -330,6 +427,7 @@ public final class Keychain: Sendable {
             if !store.device.hasPasscode { try store.discardPasscodeBoundItems() } else { try store.removeDiscardedItemAreas() }
             state.checkedDiscards = true
         }
+        try resolvePendingMoves()
         return try body()
     }
 
