@@ -34,7 +34,7 @@ extension AgentSession {
             try device.erase()
             return .ok([])
         case .itemAdd, .itemSearch, .itemByID, .itemSecret, .itemUpdate, .itemUpdateMatching, .itemDelete, .itemDeleteMatching,
-             .itemGeneration:
+             .itemGeneration, .itemUpdateAccessibility:
             return try performItemRequest(request)
         case .sql(let path, let create, let protection, let statements):
             return .ok(try runSQL(statements, inDatabaseAtPath: path, create: create, protection: protection))
