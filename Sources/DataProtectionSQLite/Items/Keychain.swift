@@ -339,16 +339,18 @@ public final class Keychain: Sendable {
     }
 
     /// Under `serial`: finishes the moves a crash cut, for every source domain whose target
-    /// can be read now (before any lookup: an item is never visible in two domains).
+    /// can be read now (before any lookup: an item is never visible in two domains). A
+    /// database that cannot be opened is left to the operation that needs it (which fails).
     private func resolvePendingMoves() throws(DataProtectionError) {
         for domain in ItemDomain.allCases {
-            guard case .open(let source) = try readableDatabase(domain) else { continue }
+            guard case .open(let source)? = try? readableDatabase(domain) else { continue }
             if state.pendingMoves[domain] == nil { state.pendingMoves[domain] = try source.pendingMoves() }
             guard let moves = state.pendingMoves[domain], !moves.isEmpty else { continue }
             var left: [(id: String, target: ItemDomain)] = []
             for move in moves {
                 let arrived: Bool
-                switch try readableDatabase(move.target) {
+                guard let readable = try? readableDatabase(move.target) else { left.append(move); continue }
+                switch readable {
                 case .locked: left.append(move); continue
                 case .empty: arrived = false
                 case .open(let target): arrived = try target.item(id: move.id) != nil
