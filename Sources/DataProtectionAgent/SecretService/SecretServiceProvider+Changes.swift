@@ -10,20 +10,22 @@ import Foundation
 /// readable items with those last announced, at each change the keychain reports
 /// (``Keychain/changes()``).
 extension SecretServiceProvider {
-    /// What was last announced of an item: enough to tell a change of its label, attributes or
-    /// modification date (a secret changed within the millisecond of the item's previous
-    /// change, by another client than a Secret Service one, is not told apart).
+    /// What was last announced of an item: its accessibility and modification date
+    /// (milliseconds). Every change of an item moves its modification date, so a new date is a
+    /// change (two changes by other clients than Secret Service ones within one millisecond are
+    /// one `ItemChanged`).
     struct Announced: Equatable {
-        var label: String
-        var attributes: [String: String]
-        var modificationDate: Date
         var accessibility: ItemAccessibility
+        var modified: Int64
 
         init(_ item: KeychainItem) {
-            label = item.label
-            attributes = item.attributes
-            modificationDate = item.modificationDate
             accessibility = item.accessibility
+            modified = Int64((item.modificationDate.timeIntervalSince1970 * 1000).rounded())
+        }
+
+        init(accessibility: ItemAccessibility, modified: Int64) {
+            self.accessibility = accessibility
+            self.modified = modified
         }
     }
 
@@ -31,14 +33,19 @@ extension SecretServiceProvider {
     func followChanges() {
         let changes = keychain.changes()
         announceLock.withLock {
-            let items = (try? keychain.items(matching: [:]).items) ?? []
+            let stamps = (try? keychain.itemStamps().stamps) ?? [:]
             state.withLock { state in
-                for item in items { state.announced[item.id] = Announced(item) }
+                for (id, stamp) in stamps { state.announced[id] = Announced(accessibility: stamp.accessibility, modified: stamp.modified) }
             }
         }
         let task = Task.detached { [weak self] in
-            for await _ in changes {
+            // One comparison covers every change made before it: a burst of changes (the
+            // generations queued meanwhile) costs one listing of the items, not one each.
+            var compared: UInt64 = 0
+            for await generation in changes {
                 guard let self else { return }
+                guard generation > compared else { continue }
+                compared = self.keychain.generation
                 self.announceChanges()
             }
         }
@@ -71,22 +78,20 @@ extension SecretServiceProvider {
         // Emitted after the lock is released: a method handler on the bus's owner thread may
         // be waiting for it, and an emission from this thread waits for the owner thread.
         let signals = announceLock.withLock { () -> [(String, String)] in
-            guard let search = try? keychain.items(matching: [:]) else { return [] }
+            guard let search = try? keychain.itemStamps() else { return [] }
             var signals: [(String, String)] = []
             state.withLock { state in
-                var seen = Set<String>()
-                for item in search.items {
-                    seen.insert(item.id)
-                    let now = Announced(item)
-                    state.accessibilities[item.id] = item.accessibility
-                    switch state.announced[item.id] {
-                    case nil: signals.append(("ItemCreated", item.id))
-                    case let before? where before != now: signals.append(("ItemChanged", item.id))
+                for (id, stamp) in search.stamps {
+                    let now = Announced(accessibility: stamp.accessibility, modified: stamp.modified)
+                    state.accessibilities[id] = stamp.accessibility
+                    switch state.announced[id] {
+                    case nil: signals.append(("ItemCreated", id))
+                    case let before? where before != now: signals.append(("ItemChanged", id))
                     default: break
                     }
-                    state.announced[item.id] = now
+                    state.announced[id] = now
                 }
-                for (id, before) in state.announced where !seen.contains(id) && !search.lockedAccessibilities.contains(before.accessibility) {
+                for (id, before) in state.announced where search.stamps[id] == nil && !search.locked.contains(before.accessibility) {
                     state.announced.removeValue(forKey: id)
                     state.accessibilities.removeValue(forKey: id)
                     signals.append(("ItemDeleted", id))

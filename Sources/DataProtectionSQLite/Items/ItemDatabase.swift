@@ -69,6 +69,16 @@ final class ItemDatabase {
         return try database.query(sql, arguments).map { row throws(DataProtectionError) in try Self.item(from: row) }
     }
 
+    /// Every item's identifier, accessibility and modification date (milliseconds): what tells
+    /// that an item came, changed or went, without decoding its attributes.
+    func stamps() throws(DataProtectionError) -> [(id: String, accessibility: ItemAccessibility, modified: Int64)] {
+        try database.query("SELECT id, accessibility, modified FROM item").compactMap { row -> (id: String, accessibility: ItemAccessibility, modified: Int64)? in
+            guard row.values.count == 3, case .text(let id) = row.values[0], case .text(let name) = row.values[1],
+                  let accessibility = ItemAccessibility(rawValue: name), case .integer(let modified) = row.values[2] else { return nil }
+            return (id, accessibility, modified)
+        }
+    }
+
     /// The item with exactly the attribute set `identity`, if any.
     func item(identity: String) throws(DataProtectionError) -> KeychainItem? {
         try database.query("SELECT \(Self.columns) FROM item WHERE identity = ?", [.text(identity)]).first

@@ -179,6 +179,26 @@ public final class Keychain: Sendable {
         }
     }
 
+    /// Every readable item's accessibility and modification date (milliseconds since 1970), by
+    /// identifier, and the accessibilities that could not be read: a cheap way to tell which
+    /// items came, changed or went (the Secret Service provider's change signals).
+    package func itemStamps() throws(DataProtectionError) -> (stamps: [String: (accessibility: ItemAccessibility, modified: Int64)],
+                                                             locked: Set<ItemAccessibility>) {
+        try serialized { () throws(DataProtectionError) -> (stamps: [String: (accessibility: ItemAccessibility, modified: Int64)], locked: Set<ItemAccessibility>) in
+            var stamps: [String: (accessibility: ItemAccessibility, modified: Int64)] = [:]
+            var locked = Set<ItemAccessibility>()
+            for domain in ItemDomain.allCases {
+                switch try readableDatabase(domain) {
+                case .empty: continue
+                case .locked: locked.formUnion(domain.accessibilities)
+                case .open(let database):
+                    for stamp in try database.stamps() { stamps[stamp.id] = (stamp.accessibility, stamp.modified) }
+                }
+            }
+            return (stamps, locked)
+        }
+    }
+
     /// The item `id`.
     ///
     /// - Throws: `fileNotFound`, or `protectedDataUnavailable` when it may be among the items
