@@ -74,14 +74,28 @@ public final class DBusMessage: Sendable {
         kind == .methodCall && self.member == member && (self.interface == nil || self.interface == interface)
     }
 
-    /// Answers this method call with `values`.
-    public func reply(_ values: [DBusValue] = []) throws(DBusError) {
+    /// Marks this message as carrying a secret (`sd_bus_message_sensitive`): sd-bus erases
+    /// its body when it frees the message, instead of leaving it in freed memory. For a
+    /// method call whose arguments hold a secret (a Secret Service `CreateItem` or
+    /// `SetSecret`); the arguments already read (``arguments``) are Swift values, not erased.
+    public func markSensitive() {
+        let pointer = bitPattern
+        try? connection.perform { _ in _ = sd_bus_message_sensitive(OpaquePointer(bitPattern: pointer)) }
+    }
+
+    /// Answers this method call with `values`; with `sensitive`, the reply is marked as
+    /// carrying a secret (see ``markSensitive()``): sd-bus erases it when it frees it, once sent.
+    public func reply(_ values: [DBusValue] = [], sensitive: Bool = false) throws(DBusError) {
         let pointer = bitPattern
         try connection.perform { handle throws(DBusError) in
             var reply: OpaquePointer?
             var result = sd_bus_message_new_method_return(OpaquePointer(bitPattern: pointer), &reply)
             guard result >= 0, let reply else { throw DBusError("replying", result: result) }
             defer { sd_bus_message_unref(reply) }
+            if sensitive {
+                result = sd_bus_message_sensitive(reply)
+                guard result >= 0 else { throw DBusError("marking a reply sensitive", result: result) }
+            }
             try DBusMessageCoding.append(values, to: reply)
             result = sd_bus_send(handle, reply, nil)
             if result < 0 { throw DBusError("sending a reply", result: result) }

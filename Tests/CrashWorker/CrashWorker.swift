@@ -241,6 +241,11 @@ struct CrashWorker {
                 say("B add \(key) \(accessibility.rawValue) \(secretSeed) \(length)")
                 try keychain.add(secret, label: "item \(key)", attributes: ["key": "\(key)", "kind": "harness"], accessibility: accessibility)
                 present.insert(key)
+            } else if random.next(3) == 0, let item = try keychain.items(matching: ["key": "\(key)"]).items.first {
+                // An accessibility change, into another domain mostly (a move between databases).
+                let accessibility = accessibilities.filter { $0 != item.accessibility }[random.next(accessibilities.count - 1)]
+                say("B move \(key) \(accessibility.rawValue)")
+                try keychain.updateItem(withID: item.id, accessibility: accessibility)
             } else if random.next(3) == 0 {
                 say("B delete \(key)")
                 try keychain.delete(matching: ["key": "\(key)"])

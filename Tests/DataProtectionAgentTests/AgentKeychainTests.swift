@@ -55,8 +55,10 @@ import Testing
             .itemUpdate(id: "ab", label: nil, attributes: ["x": "y"], secret: nil),
             .itemUpdateMatching(attributes: ["x": "y"], label: "M", newAttributes: nil, secret: ItemSecret("s")),
             .itemDelete(id: "ab"), .itemDeleteMatching(attributes: ["k": "v"]), .itemGeneration,
+            .itemUpdateAccessibility(id: "ab", accessibility: .afterFirstUnlockThisDeviceOnly, label: "N", attributes: nil,
+                                     secret: ItemSecret(bytes: [1, 2])),
         ]
-        for (request, code) in zip(requests, 40...48) {
+        for (request, code) in zip(requests, 40...49) {
             let frame = request.encoded()
             #expect(Int(frame[0]) == code)
             #expect(try AgentRequest.decode(frame) == request)

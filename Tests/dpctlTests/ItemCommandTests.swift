@@ -64,6 +64,37 @@ struct ItemCommandTests {
         #expect(try run(["rm", ".dataprotection-items"]).status == 22)
     }
 
+    @Test("update --accessibility moves an item to another domain, keeping its id and secret; by --id and by attributes",
+          arguments: [false, true])
+    func accessibilityChange(throughAgent: Bool) throws {
+        let (fixture, agent) = try AgentCommandTests.AgentFixture.store(throughAgent: throughAgent)
+        defer { agent?.stop() }
+        func run(_ arguments: [String], input: URL? = nil) throws -> DPCtlRunner.Result {
+            try fixture.run(arguments, passcode: agent == nil ? "1234" : nil, input: input)
+        }
+        let secretFile = try fixture.localFile("secret.txt", Data("moving".utf8))
+        let added = try run(["item", "add", "--service", "move", "--account", "ann"], input: secretFile)
+        #expect(added.status == 0, "\(added.standardError)")
+        let id = added.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+        let moved = try run(["item", "update", "--id", id, "--accessibility", "afterFirstUnlock", "--json"])
+        #expect(moved.status == 0, "\(moved.standardError)")
+        #expect(moved.standardOutput.contains(id) && moved.standardOutput.contains("afterFirstUnlock"))
+        let listed = try run(["item", "ls"])
+        #expect(listed.standardOutput.components(separatedBy: id).count == 2, "one item: \(listed.standardOutput)")
+        #expect(listed.standardOutput.contains("\(id)  afterFirstUnlock"))
+        #expect(try run(["item", "get", "--id", id]).standardOutput == "moving")
+        let back = try run(["item", "update", "--service", "move", "--account", "ann", "--accessibility", "whenUnlockedThisDeviceOnly"])
+        #expect(back.status == 0 && back.standardOutput.hasPrefix(id), "\(back.standardError)")
+        #expect(try run(["item", "ls"]).standardOutput.contains("\(id)  whenUnlockedThisDeviceOnly"))
+        #expect(try run(["item", "update", "--service", "none", "--accessibility", "afterFirstUnlock"]).status == 14)
+        if let agent {
+            // Moved to afterFirstUnlock: still read after the lock.
+            #expect(try run(["item", "update", "--id", id, "--accessibility", "afterFirstUnlock"]).status == 0)
+            #expect(try agent.run(["lock"]).status == 0)
+            #expect(try run(["item", "get", "--id", id]).standardOutput == "moving")
+        }
+    }
+
     @Test("through the agent: after `dpctl lock` (grace 0) a whenUnlocked item is locked (exit 10), an afterFirstUnlock one is still read")
     func lockedItems() throws {
         let agent = try AgentCommandTests.AgentFixture()

@@ -63,6 +63,18 @@ public struct AgentKeychain: ProtectedKeychain {
         try item(try connection.call(.itemUpdate(id: id, label: label, attributes: attributes, secret: secret)))
     }
 
+    /// Changes item `id`, its accessibility too when given (see
+    /// `Keychain.updateItem(withID:label:attributes:secret:accessibility:)`).
+    @discardableResult
+    public func updateItem(
+        withID id: String, label: String? = nil, attributes: [String: String]? = nil, secret: ItemSecret? = nil,
+        accessibility: ItemAccessibility?
+    ) throws(DataProtectionError) -> KeychainItem {
+        guard let accessibility else { return try updateItem(withID: id, label: label, attributes: attributes, secret: secret) }
+        return try item(try connection.call(.itemUpdateAccessibility(id: id, accessibility: accessibility, label: label,
+                                                                     attributes: attributes, secret: secret)))
+    }
+
     /// Changes every readable item matching `attributes` (see `Keychain.update(matching:label:attributes:secret:)`).
     @discardableResult
     public func update(

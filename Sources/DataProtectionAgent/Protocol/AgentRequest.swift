@@ -41,7 +41,7 @@ public enum AgentRequest: Sendable, Hashable {
     /// Statements streamed through the passed socket, rows streamed back (version 2);
     /// `keepGoing`: a statement that fails does not end the stream (a terminal's session).
     case sqlStream(path: String, create: Bool, protection: ProtectionClass?, keepGoing: Bool)
-    /// Keychain items (`Keys/agent-protocol.md` §4, codes 40-48).
+    /// Keychain items (`Keys/agent-protocol.md` §4, codes 40-49).
     case itemAdd(label: String, attributes: [String: String], accessibility: ItemAccessibility, replacing: Bool, secret: ItemSecret)
     case itemSearch(attributes: [String: String], accessibilities: Set<ItemAccessibility>)
     case itemByID(id: String)
@@ -51,6 +51,8 @@ public enum AgentRequest: Sendable, Hashable {
     case itemDelete(id: String)
     case itemDeleteMatching(attributes: [String: String])
     case itemGeneration
+    /// An update that also changes the item's accessibility (code 49).
+    case itemUpdateAccessibility(id: String, accessibility: ItemAccessibility, label: String?, attributes: [String: String]?, secret: ItemSecret?)
     /// A backup of the whole store made by the agent at one instant, its age ciphertext written
     /// into the passed descriptor (code 50, `Keys/agent-protocol.md` §4): to the X25519
     /// `recipients` (`age1…`), or to `passphrase` with scrypt's `workFactor`; `items`: with
@@ -100,6 +102,7 @@ public enum AgentRequest: Sendable, Hashable {
         case .itemDelete: 46
         case .itemDeleteMatching: 47
         case .itemGeneration: 48
+        case .itemUpdateAccessibility: 49
         case .backupCreate: 50
         }
     }
@@ -110,6 +113,7 @@ public enum AgentRequest: Sendable, Hashable {
         case .unlock, .setPasscode, .changePasscode, .removePasscode, .itemAdd: true
         case .backupCreate(_, let passphrase, _, _): passphrase != nil
         case .itemUpdate(_, _, _, let secret), .itemUpdateMatching(_, _, _, let secret): secret != nil
+        case .itemUpdateAccessibility(_, _, _, _, let secret): secret != nil
         default: false
         }
     }
@@ -236,6 +240,12 @@ public enum AgentRequest: Sendable, Hashable {
             writer.attributes(attributes)
         case .itemGeneration:
             break
+        case .itemUpdateAccessibility(let id, let accessibility, let label, let attributes, let secret):
+            writer.string(id)
+            writer.accessibility(accessibility)
+            writer.optional(label) { $0.string($1) }
+            writer.optional(attributes) { $0.attributes($1) }
+            writer.optional(secret) { $0.secret($1) }
         case .backupCreate(let recipients, let passphrase, let workFactor, let items):
             writer.u32(UInt32(recipients.count))
             for recipient in recipients { writer.string(recipient) }
@@ -324,6 +334,12 @@ public enum AgentRequest: Sendable, Hashable {
         case 46: request = .itemDelete(id: try reader.string())
         case 47: request = .itemDeleteMatching(attributes: try reader.attributes())
         case 48: request = .itemGeneration
+        case 49:
+            request = .itemUpdateAccessibility(
+                id: try reader.string(), accessibility: try reader.accessibility(),
+                label: try reader.optional { reader throws(AgentProtocolViolation) in try reader.string() },
+                attributes: try reader.optional { reader throws(AgentProtocolViolation) in try reader.attributes() },
+                secret: try reader.optional { reader throws(AgentProtocolViolation) in try reader.secret() })
         case 50:
             let count = try reader.u32()
             guard count <= AgentWireFormat.maximumBackupRecipients else { throw AgentProtocolViolation("\(count) backup recipients") }

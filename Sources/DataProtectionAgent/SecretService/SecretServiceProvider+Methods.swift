@@ -66,7 +66,7 @@ extension SecretServiceProvider {
                 guard let id = Self.itemIdentifier(path), let secret = try? keychain.secret(ofItemWithID: id) else { continue }
                 secrets.append((.objectPath(path), try open.encode(secret)))
             }
-            try message.reply([.dictionary(keySignature: "o", valueSignature: "(oayays)", secrets)])
+            try message.reply([.dictionary(keySignature: "o", valueSignature: "(oayays)", secrets)], sensitive: true)
         case "ReadAlias":
             let name = arguments.first?.stringValue ?? ""
             try message.reply([.objectPath(name == "default" ? Self.collectionPath : "/")])
@@ -182,6 +182,7 @@ extension SecretServiceProvider {
             let (unlocked, _) = try search(arguments.first)
             try message.reply([.objectPaths(unlocked)])
         case "CreateItem":
+            message.markSensitive()
             guard arguments.count == 3, let properties = arguments[0].stringKeyedDictionary, let secretFields = arguments[1].elements,
                   let replace = arguments[2].boolValue, let sessionPath = secretFields.first?.stringValue else {
                 throw DBusError.invalidArguments("CreateItem takes (a{sv}(oayays)b).")
@@ -190,16 +191,18 @@ extension SecretServiceProvider {
             let attributes = try properties["org.freedesktop.Secret.Item.Attributes"].map { value throws(DBusError) in try Self.attributes(value) } ?? [:]
             let secret = try session(sessionPath, for: message).decode(secretFields)
             defer { secret.wipe() }
-            let item: KeychainItem
-            do {
-                item = try keychain.add(secret, label: label, attributes: attributes, accessibility: .whenUnlocked, replacing: replace)
-            } catch {
-                throw Self.busError(error)
+            try announcing { () throws(DBusError) -> [ItemSignal] in
+                let item: KeychainItem
+                do throws(DataProtectionError) {
+                    item = try keychain.add(secret, label: label, attributes: attributes, accessibility: .whenUnlocked, replacing: replace)
+                } catch {
+                    throw Self.busError(error)
+                }
+                remember([item])
+                let existed = state.withLock { $0.announced[item.id] != nil }
+                try message.reply([.objectPath(Self.itemPath(item.id)), .objectPath("/")])
+                return [(existed ? "ItemChanged" : "ItemCreated", item.id, item)]
             }
-            remember([item])
-            let path = Self.itemPath(item.id)
-            try message.reply([.objectPath(path), .objectPath("/")])
-            try? connection.emitSignal(path: Self.collectionPath, interface: "org.freedesktop.Secret.Collection", member: "ItemCreated", [.objectPath(path)])
         case "Delete":
             throw DBusError(name: "org.freedesktop.DBus.Error.NotSupported",
                             message: "The collection is the store's keychain and cannot be deleted; delete its items, or erase the store (`dpctl erase`).")
@@ -235,39 +238,45 @@ extension SecretServiceProvider {
             } catch {
                 throw Self.busError(error)
             }
-            try message.reply([try open.encode(secret)])
+            try message.reply([try open.encode(secret)], sensitive: true)
         case "SetSecret":
+            message.markSensitive()
             guard let fields = message.arguments.first?.elements, let sessionPath = fields.first?.stringValue else {
                 throw DBusError.invalidArguments("SetSecret takes ((oayays)).")
             }
             let secret = try session(sessionPath, for: message).decode(fields)
             defer { secret.wipe() }
-            try update(id, secret: secret)
-            try message.reply()
+            try update(id, secret: secret) { () throws(DBusError) in try message.reply() }
         case "Delete":
-            do {
-                try keychain.deleteItem(withID: id)
-            } catch {
-                throw Self.busError(error)
+            try announcing { () throws(DBusError) -> [ItemSignal] in
+                do throws(DataProtectionError) {
+                    try keychain.deleteItem(withID: id)
+                } catch {
+                    throw Self.busError(error)
+                }
+                state.withLock { _ = $0.accessibilities.removeValue(forKey: id) }
+                try message.reply([.objectPath("/")])
+                return [("ItemDeleted", id, nil)]
             }
-            state.withLock { _ = $0.accessibilities.removeValue(forKey: id) }
-            try message.reply([.objectPath("/")])
-            try? connection.emitSignal(path: Self.collectionPath, interface: "org.freedesktop.Secret.Collection", member: "ItemDeleted",
-                                       [.objectPath(Self.itemPath(id))])
         default:
             return false
         }
         return true
     }
 
-    private func update(_ id: String, label: String? = nil, attributes: [String: String]? = nil, secret: ItemSecret? = nil) throws(DBusError) {
-        do {
-            try keychain.updateItem(withID: id, label: label, attributes: attributes, secret: secret)
-        } catch {
-            throw Self.busError(error)
+    /// Changes item `id` and announces it; `reply` answers the client first.
+    private func update(_ id: String, label: String? = nil, attributes: [String: String]? = nil, secret: ItemSecret? = nil,
+                        reply: () throws(DBusError) -> Void) throws(DBusError) {
+        try announcing { () throws(DBusError) -> [ItemSignal] in
+            let item: KeychainItem
+            do throws(DataProtectionError) {
+                item = try keychain.updateItem(withID: id, label: label, attributes: attributes, secret: secret)
+            } catch {
+                throw Self.busError(error)
+            }
+            try reply()
+            return [("ItemChanged", id, item)]
         }
-        try? connection.emitSignal(path: Self.collectionPath, interface: "org.freedesktop.Secret.Collection", member: "ItemChanged",
-                                   [.objectPath(Self.itemPath(id))])
     }
 
     /// An item's properties; a locked item shows only `Locked` (its label and attributes are encrypted under its class key).
@@ -323,16 +332,16 @@ extension SecretServiceProvider {
             guard arguments.count == 3, let name = arguments[1].stringValue, let id = Self.itemIdentifier(path) else {
                 throw DBusError(name: "org.freedesktop.DBus.Error.PropertyReadOnly", message: "Only an item's Label and Attributes can be set here.")
             }
+            let reply = { () throws(DBusError) in try message.reply() }
             switch name {
             case "Label":
                 guard let label = arguments[2].unwrapped.stringValue else { throw DBusError.invalidArguments("Label is a string.") }
-                try update(id, label: label)
+                try update(id, label: label, reply: reply)
             case "Attributes":
-                try update(id, attributes: try Self.attributes(arguments[2].unwrapped))
+                try update(id, attributes: try Self.attributes(arguments[2].unwrapped), reply: reply)
             default:
                 throw DBusError(name: "org.freedesktop.DBus.Error.PropertyReadOnly", message: "\(name) cannot be set.")
             }
-            try message.reply()
         default:
             return false
         }

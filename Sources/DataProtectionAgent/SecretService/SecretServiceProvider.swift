@@ -44,8 +44,14 @@ public final class SecretServiceProvider: Sendable {
         var observation: DeviceObservation?
         /// Called at every method call of a client (the agent's idle timer counts it as activity).
         var whenCalled: (@Sendable () -> Void)?
+        /// What the change signals last told of each readable item (SecretServiceProvider+Changes).
+        var announced: [String: Announced] = [:]
+        /// The task that follows the keychain's changes.
+        var following: Task<Void, Never>?
     }
     let state = Locked(State())
+    /// Makes a change and its signals one step against the comparison that finds other changes.
+    let announceLock = NSLock()
 
     /// Connects to the session bus (`busAddress`, else `$DBUS_SESSION_BUS_ADDRESS`), takes
     /// `org.freedesktop.secrets` and serves `keychain` on it until ``stop()``.
@@ -88,19 +94,22 @@ public final class SecretServiceProvider: Sendable {
             DispatchQueue.global().async { self.announceLockState() }
         }
         state.withLock { $0.observation = observation }
+        followChanges()
     }
 
     /// Gives up the name and leaves the bus; sessions' keys are wiped.
     public func stop() {
-        let (sessions, registration, observation) = state.withLock { state in
+        let (sessions, registration, observation, following) = state.withLock { state in
             defer {
                 state.sessions = [:]
                 state.prompts = [:]
                 state.registration = nil
                 state.observation = nil
+                state.following = nil
             }
-            return (Array(state.sessions.values), state.registration, state.observation)
+            return (Array(state.sessions.values), state.registration, state.observation, state.following)
         }
+        following?.cancel()
         observation?.cancel()
         for session in sessions { session.close() }
         registration?.cancel()

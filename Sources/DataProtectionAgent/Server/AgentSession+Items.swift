@@ -29,6 +29,9 @@ extension AgentSession {
         case .itemUpdate(let id, let label, let attributes, let secret):
             defer { secret?.wipe() }
             writer.item(try keychain.updateItem(withID: id, label: label, attributes: attributes, secret: secret))
+        case .itemUpdateAccessibility(let id, let accessibility, let label, let attributes, let secret):
+            defer { secret?.wipe() }
+            writer.item(try keychain.updateItem(withID: id, label: label, attributes: attributes, secret: secret, accessibility: accessibility))
         case .itemUpdateMatching(let attributes, let label, let newAttributes, let secret):
             defer { secret?.wipe() }
             writer.items(try keychain.update(matching: attributes, label: label, attributes: newAttributes, secret: secret))

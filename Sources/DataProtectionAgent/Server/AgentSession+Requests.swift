@@ -34,7 +34,7 @@ extension AgentSession {
             try device.erase()
             return .ok([])
         case .itemAdd, .itemSearch, .itemByID, .itemSecret, .itemUpdate, .itemUpdateMatching, .itemDelete, .itemDeleteMatching,
-             .itemGeneration:
+             .itemGeneration, .itemUpdateAccessibility:
             return try performItemRequest(request)
         case .backupCreate(let recipients, let passphrase, let workFactor, let items):
             return try performBackup(recipients: recipients, passphrase: passphrase, workFactor: workFactor, items: items, descriptor: descriptor)

@@ -40,6 +40,9 @@ final class ItemDatabase {
                     value TEXT NOT NULL,
                     PRIMARY KEY(item, name)) WITHOUT ROWID;
                 CREATE INDEX IF NOT EXISTS attribute_by_value ON attribute(name, value, item);
+                CREATE TABLE IF NOT EXISTS move(
+                    id TEXT PRIMARY KEY NOT NULL,
+                    target TEXT NOT NULL) WITHOUT ROWID;
                 PRAGMA user_version = 1;
                 """)
         } catch {
@@ -64,6 +67,16 @@ final class ItemDatabase {
         }
         sql += " ORDER BY created, id"
         return try database.query(sql, arguments).map { row throws(DataProtectionError) in try Self.item(from: row) }
+    }
+
+    /// Every item's identifier, accessibility and modification date (milliseconds): what tells
+    /// that an item came, changed or went, without decoding its attributes.
+    func stamps() throws(DataProtectionError) -> [(id: String, accessibility: ItemAccessibility, modified: Int64)] {
+        try database.query("SELECT id, accessibility, modified FROM item").compactMap { row -> (id: String, accessibility: ItemAccessibility, modified: Int64)? in
+            guard row.values.count == 3, case .text(let id) = row.values[0], case .text(let name) = row.values[1],
+                  let accessibility = ItemAccessibility(rawValue: name), case .integer(let modified) = row.values[2] else { return nil }
+            return (id, accessibility, modified)
+        }
     }
 
     /// The item with exactly the attribute set `identity`, if any.
@@ -171,6 +184,27 @@ final class ItemDatabase {
         }
         try database.execute("DELETE FROM attribute WHERE item = ?", [.text(item.id)])
         try insertAttributes(of: item)
+    }
+
+    // MARK: - Moves between domains
+
+    /// The moves of items from this domain to another begun and not finished (`Keys/items.md` §9).
+    func pendingMoves() throws(DataProtectionError) -> [(id: String, target: ItemDomain)] {
+        try database.query("SELECT id, target FROM move").compactMap { row -> (id: String, target: ItemDomain)? in
+            guard row.values.count == 2, case .text(let id) = row.values[0], case .text(let name) = row.values[1],
+                  let target = ItemDomain(rawValue: name) else { return nil }
+            return (id, target)
+        }
+    }
+
+    /// Records that item `id` is being moved to `target` (inside a transaction).
+    func recordMove(id: String, to target: ItemDomain) throws(DataProtectionError) {
+        try database.execute("INSERT OR REPLACE INTO move(id, target) VALUES (?, ?)", [.text(id), .text(target.rawValue)])
+    }
+
+    /// Forgets the move of item `id` (inside a transaction).
+    func forgetMove(id: String) throws(DataProtectionError) {
+        try database.execute("DELETE FROM move WHERE id = ?", [.text(id)])
     }
 
     /// Deletes item `id` (inside a transaction).

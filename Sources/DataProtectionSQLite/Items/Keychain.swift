@@ -29,7 +29,7 @@ public final class Keychain: Sendable {
     /// The store the items live in.
     public let store: ProtectedStore
 
-    private struct State: ~Copyable {
+    struct State: ~Copyable {
         var databases: [ItemDomain: ItemDatabase] = [:]
         /// Whether each domain's database exists, as last seen (looking costs a walk of the
         /// store's encrypted names; only this keychain makes them, and a device event that
@@ -39,15 +39,21 @@ public final class Keychain: Sendable {
         var streams: [UInt64: AsyncStream<UInt64>.Continuation] = [:]
         var nextStream: UInt64 = 0
         var checkedDiscards = false
+        /// Per open domain: the moves to another domain begun and not finished (read when the
+        /// database opens; empty almost always).
+        var pendingMoves: [ItemDomain: [(id: String, target: ItemDomain)]] = [:]
     }
 
-    /// Reached only under `serial`.
-    nonisolated(unsafe) private var state = State()
+    /// Reached only under `serial` (here and in the extensions of other files).
+    nonisolated(unsafe) var state = State()
     private let serial = NSLock()
     /// The domains whose connections a device event made stale (reboot, erase, passcode
     /// removal), closed by the next call. Set by the device's observer without `serial`, which
     /// an operation may hold while it waits for the device.
     let stale = Locked<Set<ItemDomain>>([])
+    /// The domains whose connections a key discard could not close at once (see
+    /// ``keysWillBeDiscarded(_:)``), closed by the next call.
+    private let closeOwed = Locked<Set<ItemDomain>>([])
     private let watch: Locked<KeychainDeviceWatch?> = Locked(nil)
 
     init(store: ProtectedStore) {
@@ -86,7 +92,7 @@ public final class Keychain: Sendable {
     }
 
     /// Under `serial`: one change more.
-    private func changed() {
+    func changed() {
         state.generation += 1
         for stream in state.streams.values { stream.yield(state.generation) }
     }
@@ -197,7 +203,6 @@ public final class Keychain: Sendable {
     // MARK: - Updating
 
     /// Changes the label, the attributes (the whole set) or the secret of item `id`.
-    /// The accessibility cannot change: delete the item and add it again.
     ///
     /// - Returns: the item as it now is.
     /// - Throws: as ``item(withID:)``; `fileExists` when the new attribute set is another
@@ -206,10 +211,33 @@ public final class Keychain: Sendable {
     public func updateItem(
         withID id: String, label: String? = nil, attributes: [String: String]? = nil, secret: ItemSecret? = nil
     ) throws(DataProtectionError) -> KeychainItem {
+        try updateItem(withID: id, label: label, attributes: attributes, secret: secret, accessibility: nil)
+    }
+
+    /// Changes the label, the attributes (the whole set), the secret or the accessibility of
+    /// item `id`. The item keeps its identifier and creation date. A new accessibility of
+    /// another protection domain moves the item to that domain's database, crash-safely: a
+    /// crash during the move leaves the item in one domain, the old or the new, never in
+    /// neither, and never visible twice (`Keys/items.md` §9).
+    ///
+    /// - Returns: the item as it now is.
+    /// - Throws: as ``item(withID:)``; `fileExists` when the new attribute set is another
+    ///   item's of the target domain; `protectedDataUnavailable` when the target domain is
+    ///   locked (or needs a passcode the device has not).
+    @discardableResult
+    public func updateItem(
+        withID id: String, label: String? = nil, attributes: [String: String]? = nil, secret: ItemSecret? = nil,
+        accessibility: ItemAccessibility?
+    ) throws(DataProtectionError) -> KeychainItem {
         try ItemIdentity.validate(label: label, attributes: attributes)
         return try serialized { () throws(DataProtectionError) -> KeychainItem in
             let (database, item) = try locate(id)
-            let updated = try update(item, in: database, label: label, attributes: attributes, secret: secret)
+            let updated: KeychainItem
+            if let accessibility, accessibility.domain != database.domain {
+                updated = try move(item, from: database, to: accessibility, label: label, attributes: attributes, secret: secret)
+            } else {
+                updated = try update(item, in: database, label: label, attributes: attributes, secret: secret, accessibility: accessibility)
+            }
             changed()
             return updated
         }
@@ -248,9 +276,10 @@ public final class Keychain: Sendable {
 
     private func update(
         _ item: KeychainItem, in database: ItemDatabase, label: String?, attributes: [String: String]?, secret: ItemSecret?,
-        inTransaction: Bool = false
+        accessibility: ItemAccessibility? = nil, inTransaction: Bool = false
     ) throws(DataProtectionError) -> KeychainItem {
         var updated = item
+        if let accessibility { updated.accessibility = accessibility }
         if let label { updated.label = label }
         if let attributes { updated.attributes = attributes }
         updated.modificationDate = ItemDatabase.now()
@@ -317,13 +346,18 @@ public final class Keychain: Sendable {
         for domain in staleDomains {
             state.databases.removeValue(forKey: domain)?.close()
             state.exists.removeValue(forKey: domain)
+            state.pendingMoves.removeValue(forKey: domain)
         }
         if staleDomains.contains(.passcodeBound) { changed() }
+        for domain in closeOwed.withLock({ domains in defer { domains.removeAll() }; return domains }) {
+            state.databases.removeValue(forKey: domain)?.close()
+        }
         if !state.checkedDiscards {
             // A passcode removed by a process without the store, or a discard cut by a crash.
             if !store.device.hasPasscode { try store.discardPasscodeBoundItems() } else { try store.removeDiscardedItemAreas() }
             state.checkedDiscards = true
         }
+        try resolvePendingMoves()
         return try body()
     }
 
@@ -390,6 +424,25 @@ public final class Keychain: Sendable {
         attributes.isEmpty ? "(any)" : attributes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
     }
 
+    /// The keys of `classes` are about to go (still present): the connections to the domains
+    /// of those classes close now. Dropping SQLite's page cache (which the database does at the
+    /// discard) is not enough for items: a connection keeps the last record it wrote, with its
+    /// secret, in a scratch buffer of its B-tree layer (one page, reused for every record
+    /// inserted, freed only when the connection closes), which would outlive the lock. The
+    /// connection reopens at the next call that may read the domain. Called by the device's
+    /// observer, which may hold the device's lock that a keychain call holding `serial` is
+    /// waiting for: after a bounded wait the close is left to that next call.
+    func keysWillBeDiscarded(_ classes: Set<ProtectionClass>) {
+        let domains = ItemDomain.allCases.filter { classes.contains($0.protectionClass) }
+        guard !domains.isEmpty else { return }
+        guard serial.lock(before: Date(timeIntervalSinceNow: 2)) else {
+            closeOwed.withLock { $0.formUnion(domains) }
+            return
+        }
+        defer { serial.unlock() }
+        for domain in domains { state.databases.removeValue(forKey: domain)?.close() }
+    }
+
     /// Under `serial` (for restore): records a change.
     func recordChange() { changed() }
 }
@@ -405,7 +458,9 @@ final class KeychainDeviceWatch: DeviceLifecycleObserver, Sendable {
         self.keychain = keychain
     }
 
-    func deviceWillDiscardKeys(of classes: Set<ProtectionClass>) {}
+    func deviceWillDiscardKeys(of classes: Set<ProtectionClass>) {
+        keychain?.keysWillBeDiscarded(classes)
+    }
 
     func deviceWillRestart(flushing: Bool) {
         keychain?.stale.withLock { $0.formUnion(ItemDomain.allCases) }

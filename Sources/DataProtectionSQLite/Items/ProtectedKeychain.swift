@@ -20,6 +20,12 @@ public protocol ProtectedKeychain: Sendable {
     /// Changes item `id` (see ``Keychain/updateItem(withID:label:attributes:secret:)``).
     @discardableResult
     func updateItem(withID id: String, label: String?, attributes: [String: String]?, secret: ItemSecret?) throws(DataProtectionError) -> KeychainItem
+    /// Changes item `id`, its accessibility too when given (see
+    /// ``Keychain/updateItem(withID:label:attributes:secret:accessibility:)``).
+    @discardableResult
+    func updateItem(
+        withID id: String, label: String?, attributes: [String: String]?, secret: ItemSecret?, accessibility: ItemAccessibility?
+    ) throws(DataProtectionError) -> KeychainItem
     /// Changes every readable item matching `attributes` (see ``Keychain/update(matching:label:attributes:secret:)``).
     @discardableResult
     func update(

@@ -4,7 +4,8 @@ import DataProtectionSQLite
 import Foundation
 import Testing
 
-/// Crash safety of keychain items: `CrashWorker … items` adds, updates and deletes items and is
+/// Crash safety of keychain items: `CrashWorker … items` adds, updates, moves (accessibility
+/// changes, mostly between domains) and deletes items and is
 /// killed with SIGKILL at a random instant, again and again on the same store. After each kill
 /// every item database passes `PRAGMA integrity_check` (through the keychain's lookups), every
 /// acknowledged change is there, whole (its secret byte for byte), and the change in flight is
@@ -31,7 +32,7 @@ struct ItemCrashHarnessTests {
         let root = try SQLiteCrashHarnessTests.harnessStore("dpik", seed: seed)
         defer { try? FileManager.default.removeItem(at: root) }
         var acknowledged: [Int: Expected] = [:]
-        var totals = (changes: 0, inFlight: 0)
+        var totals = (changes: 0, inFlight: 0, inMove: 0)
         for round in 0..<kills {
             let roundSeed = seed &* 1_000_003 &+ UInt64(round)
             let run = try SQLiteCrashHarnessTests.runAndKill(worker, directory: root, seed: roundSeed,
@@ -41,16 +42,19 @@ struct ItemCrashHarnessTests {
             var before = acknowledged
             var after = acknowledged
             var inFlight = false
+            var inMove = false
             for line in run.lines {
                 let words = line.split(separator: " ").map(String.init)
                 if words.first == "B", words.count >= 3, let key = Int(words[2]) {
                     before = acknowledged
                     after = acknowledged
                     inFlight = true
+                    inMove = words[1] == "move"
                     switch words[1] {
                     case "add": after[key] = Expected(accessibility: words[3], secretSeed: UInt64(words[4])!, length: Int(words[5])!)
                     case "update": after[key]?.secretSeed = UInt64(words[3])!; after[key]?.length = Int(words[4])!
                     case "delete": after[key] = nil
+                    case "move": after[key]?.accessibility = words[3]
                     default: Issue.record("\(context): unknown line \(line)")
                     }
                 } else if line == "A" {
@@ -60,6 +64,7 @@ struct ItemCrashHarnessTests {
                 }
             }
             if inFlight { totals.inFlight += 1 }
+            if inFlight && inMove { totals.inMove += 1 }
 
             let store = try ProtectedStore(directory: root, configuration: DeviceConfiguration(passcodeCost: .minimal))
             try store.device.unlock(passcode: "1234")
@@ -86,6 +91,6 @@ struct ItemCrashHarnessTests {
             guard matchesAfter || (inFlight && matchesBefore) else { return }
             acknowledged = matchesAfter ? after : before
         }
-        print("ITEM-CRASH-HARNESS seed \(seed): \(kills) kills survived, \(totals.changes) acknowledged changes, \(totals.inFlight) kills inside a change; 0 lost, 0 half written")
+        print("ITEM-CRASH-HARNESS seed \(seed): \(kills) kills survived, \(totals.changes) acknowledged changes, \(totals.inFlight) kills inside a change (\(totals.inMove) inside a move between domains); 0 lost, 0 half written, none twice")
     }
 }

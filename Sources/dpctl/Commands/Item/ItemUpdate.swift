@@ -3,12 +3,12 @@ import DataProtection
 import DataProtectionSQLite
 import Foundation
 
-/// `dpctl item update (--id ID | --attr k=v …) [--label L] [--new-attr k=v …] [--secret-stdin | --secret-file F]`.
+/// `dpctl item update (--id ID | --attr k=v …) [--label L] [--new-attr k=v …] [--accessibility A] [--secret-stdin | --secret-file F]`.
 struct ItemUpdate: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "update",
-        abstract: "Change the label, the attributes or the secret of an item (by --id) or of every item with the given attributes.",
-        discussion: "--new-attr replaces the whole attribute set. The accessibility does not change: rm, then add.")
+        abstract: "Change the label, the attributes, the secret or the accessibility of an item (by --id) or of every item with the given attributes.",
+        discussion: "--new-attr replaces the whole attribute set. A new --accessibility moves the item, crash-safely, keeping its id.")
 
     @OptionGroup var storeOptions: StoreOptions
     @OptionGroup var passcodeOptions: PasscodeOptions
@@ -21,6 +21,10 @@ struct ItemUpdate: ParsableCommand {
     @Option(name: .customLong("new-attr"), help: ArgumentHelp("The new attribute set, one attribute each (repeatable).", valueName: "key=value"))
     var newAttributePairs: [String] = []
 
+    @Option(name: .customLong("accessibility"), help: ArgumentHelp(
+        "The new accessibility: \(ItemAccessibility.allCases.map(\.rawValue).joined(separator: ", ")).", valueName: "name"))
+    var accessibility: ItemAccessibility?
+
     @Flag(name: .customLong("secret-stdin"), help: "Read the new secret from standard input.")
     var secretFromStandardInput = false
 
@@ -30,8 +34,8 @@ struct ItemUpdate: ParsableCommand {
     func validate() throws {
         guard !selection.isEmpty else { throw ValidationError("Say which items: --id, or --attr (or --service/--account).") }
         guard !(secretFromStandardInput && secretFile != nil) else { throw ValidationError("--secret-stdin and --secret-file both given.") }
-        guard label != nil || !newAttributePairs.isEmpty || secretFromStandardInput || secretFile != nil else {
-            throw ValidationError("Nothing to change: give --label, --new-attr, --secret-stdin or --secret-file.")
+        guard label != nil || !newAttributePairs.isEmpty || secretFromStandardInput || secretFile != nil || accessibility != nil else {
+            throw ValidationError("Nothing to change: give --label, --new-attr, --accessibility, --secret-stdin or --secret-file.")
         }
     }
 
@@ -45,7 +49,16 @@ struct ItemUpdate: ParsableCommand {
             let updated: [KeychainItem]
             if let id = selection.id {
                 guard try selection.attributes().isEmpty else { throw ValidationError("--id and attributes both given.") }
-                updated = [try keychain.updateItem(withID: id, label: label, attributes: newAttributes, secret: secret)]
+                updated = [try keychain.updateItem(withID: id, label: label, attributes: newAttributes, secret: secret, accessibility: accessibility)]
+            } else if let accessibility {
+                // Item by item: each change of accessibility may be a move between databases.
+                let search = try keychain.items(matching: try selection.attributes())
+                guard !search.items.isEmpty else {
+                    throw Keychain.noMatch(search, "No item matches \(Keychain.describe(try selection.attributes())).")
+                }
+                updated = try search.items.map { item throws(DataProtectionError) in
+                    try keychain.updateItem(withID: item.id, label: label, attributes: newAttributes, secret: secret, accessibility: accessibility)
+                }
             } else {
                 updated = try keychain.update(matching: try selection.attributes(), label: label, attributes: newAttributes, secret: secret)
             }
