@@ -59,7 +59,13 @@ extension SecretServiceProvider {
     func announcing(_ change: () throws(DBusError) -> [ItemSignal]) throws(DBusError) {
         announceLock.lock()
         defer { announceLock.unlock() }
-        let signals = try change()
+        // In the agent, a change waits for a backup being made (one instant of the store).
+        let signals: [ItemSignal]
+        if let gate = state.withLock({ $0.storeGate }) {
+            signals = try gate.mutating(change)
+        } else {
+            signals = try change()
+        }
         state.withLock { state in
             for signal in signals {
                 if let item = signal.item { state.announced[signal.id] = Announced(item) } else { state.announced.removeValue(forKey: signal.id) }

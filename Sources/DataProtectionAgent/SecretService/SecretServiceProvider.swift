@@ -48,6 +48,8 @@ public final class SecretServiceProvider: Sendable {
         var announced: [String: Announced] = [:]
         /// The task that follows the keychain's changes.
         var following: Task<Void, Never>?
+        /// The agent's gate for changes of the store (agent-side backups wait for none running).
+        var storeGate: AgentStoreGate?
     }
     let state = Locked(State())
     /// Makes a change and its signals one step against the comparison that finds other changes.
@@ -183,5 +185,13 @@ extension AgentServer {
     static func startSecretService(_ store: ProtectedStore, _ configuration: Configuration) throws(DataProtectionError) -> SecretServiceProvider? {
         guard configuration.servesSecretService else { return nil }
         return try SecretServiceProvider(keychain: store.keychain, busAddress: configuration.sessionBusAddress)
+    }
+
+    /// Starts the Secret Service `configuration` asks for, its changes inside the agent's
+    /// store gate (an agent-side backup holds the store at one instant, items included).
+    static func startSecretService(_ store: ProtectedStore, _ configuration: Configuration, gate: AgentStoreGate) throws(DataProtectionError) -> SecretServiceProvider? {
+        let provider = try Self.startSecretService(store, configuration)
+        provider?.state.withLock { $0.storeGate = gate }
+        return provider
     }
 }

@@ -150,7 +150,7 @@ public final class AgentServer: Sendable {
             throw error
         }
         do {
-            secretService = try Self.startSecretService(store, configuration)
+            secretService = try Self.startSecretService(store, configuration, gate: storeGate)
         } catch {
             follower?.stop()
             listener.close()
@@ -186,7 +186,7 @@ public final class AgentServer: Sendable {
                                       hint: "Socket activation hands over one listening Unix-domain stream socket (ListenStream= in a .socket unit).")
         }
         do {
-            secretService = try Self.startSecretService(store, configuration)
+            secretService = try Self.startSecretService(store, configuration, gate: storeGate)
         } catch {
             follower?.stop()
             throw error
