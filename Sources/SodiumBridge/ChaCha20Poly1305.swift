@@ -24,6 +24,13 @@ package enum ChaCha20Poly1305 {
         try plaintext.withUnsafeBytes { (raw) throws(SodiumError) in try aead.seal(raw, key: key, nonce: nonce, associatedData: Data()) }
     }
 
+    /// Seals `plaintext` into `out` (exactly `plaintext.count + tagByteCount` bytes), a buffer
+    /// the caller reuses: `ciphertext || tag`.
+    package static func seal(_ plaintext: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer,
+                             using key: SecureBytes, nonce: Data) throws(SodiumError) {
+        try aead.seal(plaintext, into: out, key: key, nonce: nonce, associatedData: Data())
+    }
+
     /// Opens `ciphertext || tag` into public bytes; nothing is returned unless the tag verifies.
     package static func open(_ sealed: Data, using key: SecureBytes, nonce: Data) throws(SodiumError) -> Data {
         try aead.open(sealed, key: key, nonce: nonce, associatedData: Data())

@@ -42,30 +42,41 @@ enum SodiumAEAD: Sendable {
 
     /// Seals `plaintext` (public or secret bytes, as a raw buffer): `ciphertext || tag`.
     func seal(_ plaintext: UnsafeRawBufferPointer, key: SecureBytes, nonce: Data, associatedData: Data) throws(SodiumError) -> Data {
-        try check(key: key, nonce: nonce)
-        Sodium.ensureInitialized()
         var sealed = Data(count: plaintext.count + tagByteCount)
-        sealed.withUnsafeMutableBytes { out in
-            key.withUnsafeBytes { k in
-                nonce.withUnsafeBytes { n in
-                    associatedData.withUnsafeBytes { ad in
-                        let c = out.baseAddress!.assumingMemoryBound(to: UInt8.self)
-                        let m = plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self)
-                        let a = ad.baseAddress?.assumingMemoryBound(to: UInt8.self)
-                        let npub = n.baseAddress!.assumingMemoryBound(to: UInt8.self)
-                        let kp = k.baseAddress!.assumingMemoryBound(to: UInt8.self)
-                        var sealedLength: UInt64 = 0
-                        _ = switch self {
-                        case .chaCha20Poly1305:
-                            crypto_aead_chacha20poly1305_ietf_encrypt(c, &sealedLength, m, UInt64(plaintext.count), a, UInt64(ad.count), nil, npub, kp)
-                        case .xChaCha20Poly1305:
-                            crypto_aead_xchacha20poly1305_ietf_encrypt(c, &sealedLength, m, UInt64(plaintext.count), a, UInt64(ad.count), nil, npub, kp)
-                        }
+        try sealed.withUnsafeMutableBytes { out in
+            Result { () throws(SodiumError) in try seal(plaintext, into: out, key: key, nonce: nonce, associatedData: associatedData) }
+        }.get()
+        return sealed
+    }
+
+    /// Seals `plaintext` into `out`, which holds exactly `plaintext.count + tagByteCount`
+    /// bytes: `ciphertext || tag` (no buffer of its own: for callers that reuse one).
+    func seal(
+        _ plaintext: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer, key: SecureBytes, nonce: Data, associatedData: Data
+    ) throws(SodiumError) {
+        try check(key: key, nonce: nonce)
+        guard out.count == plaintext.count + tagByteCount else {
+            throw .invalidLength(what: "\(name) sealed box", expected: plaintext.count + tagByteCount, actual: out.count)
+        }
+        Sodium.ensureInitialized()
+        key.withUnsafeBytes { k in
+            nonce.withUnsafeBytes { n in
+                associatedData.withUnsafeBytes { ad in
+                    let c = out.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                    let m = plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self)
+                    let a = ad.baseAddress?.assumingMemoryBound(to: UInt8.self)
+                    let npub = n.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                    let kp = k.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                    var sealedLength: UInt64 = 0
+                    _ = switch self {
+                    case .chaCha20Poly1305:
+                        crypto_aead_chacha20poly1305_ietf_encrypt(c, &sealedLength, m, UInt64(plaintext.count), a, UInt64(ad.count), nil, npub, kp)
+                    case .xChaCha20Poly1305:
+                        crypto_aead_xchacha20poly1305_ietf_encrypt(c, &sealedLength, m, UInt64(plaintext.count), a, UInt64(ad.count), nil, npub, kp)
                     }
                 }
             }
         }
-        return sealed
     }
 
     /// Seals public bytes: `ciphertext || tag`.

@@ -8,17 +8,19 @@ import Testing
 @Suite("age format: interoperability with the real age binary")
 struct AgeInteropTests {
     /// Sizes around the 64 KiB chunk: empty, one byte, one full chunk (sealed as last), one
-    /// byte more, several chunks.
-    static let sizes = [0, 1, 65_536, 65_537, 3 * 65_536 + 100]
+    /// byte more, two full chunks (the second sealed as last), several chunks.
+    static let sizes = [0, 1, 65_536, 65_537, 2 * 65_536, 3 * 65_536 + 100]
 
-    private func encrypt(_ plaintext: Data, to recipients: [AgeRecipient], into url: URL) throws {
+    /// Written in pieces of `piece` bytes: small ones go through the encryptor's pending chunk,
+    /// one piece of everything has whole chunks sealed straight from it.
+    private func encrypt(_ plaintext: Data, to recipients: [AgeRecipient], into url: URL, piece: Int = 10_000) throws {
         let (output, descriptor) = try fileOutput(url)
         defer { try? descriptor.close() }
         let encryptor = try AgeEncryptor(recipients: recipients, output: output)
         var rest = plaintext[...]
         while !rest.isEmpty {
-            try encryptor.write(Data(rest.prefix(10_000)))
-            rest = rest.dropFirst(10_000)
+            try encryptor.write(Data(rest.prefix(piece)))
+            rest = rest.dropFirst(piece)
         }
         try encryptor.finish()
     }
@@ -38,11 +40,13 @@ struct AgeInteropTests {
             let (keyFile, recipient) = try ageKeygen(in: root)
             let (_, other) = try ageKeygen(in: root)
             let plaintext = Random.bytes(count: size)
-            let archive = root.appendingPathComponent("a.age")
-            try encrypt(plaintext, to: [try AgeRecipient(other), try AgeRecipient(recipient)], into: archive)
-            let result = try run("/usr/bin/age", ["-d", "-i", keyFile.path, archive.path])
-            #expect(result.status == 0, "\(result.error)")
-            #expect(result.output == plaintext)
+            for piece in [10_000, Int.max] {
+                let archive = root.appendingPathComponent("a-\(piece).age")
+                try encrypt(plaintext, to: [try AgeRecipient(other), try AgeRecipient(recipient)], into: archive, piece: piece)
+                let result = try run("/usr/bin/age", ["-d", "-i", keyFile.path, archive.path])
+                #expect(result.status == 0, "\(result.error)")
+                #expect(result.output == plaintext, "pieces of \(piece) bytes")
+            }
         }
     }
 

@@ -8,6 +8,8 @@ package final class AgeEncryptor {
     private let output: BackupOutput
     private let payloadKey: SecureBytes
     private var pending = Data()
+    /// The sealed chunk, one buffer reused for every chunk (ciphertext: nothing to wipe).
+    private var sealed = Data(count: AgeFormat.chunkByteCount + ChaCha20Poly1305.tagByteCount)
     private var counter: UInt64 = 0
     private var finished = false
     /// Bytes written to the output so far.
@@ -39,12 +41,20 @@ package final class AgeEncryptor {
         written += UInt64(data.count)
     }
 
-    /// Appends plaintext; seals each chunk once the next byte shows it is not the last.
+    /// Appends plaintext; seals each chunk once the next byte shows it is not the last. A whole
+    /// chunk with more bytes after it is sealed straight from `data`, without a copy.
     package func write(_ data: Data) throws(DataProtectionError) {
         precondition(!finished, "write after finish")
         var rest = data[...]
         while !rest.isEmpty {
-            if pending.count == AgeFormat.chunkByteCount { try seal(last: false) }
+            if pending.count == AgeFormat.chunkByteCount { try sealPending(last: false) }
+            if pending.isEmpty && rest.count > AgeFormat.chunkByteCount {
+                try rest.prefix(AgeFormat.chunkByteCount).withUnsafeBytes { chunk in
+                    Result { () throws(DataProtectionError) in try seal(chunk, last: false) }
+                }.get()
+                rest = rest.dropFirst(AgeFormat.chunkByteCount)
+                continue
+            }
             let take = min(rest.count, AgeFormat.chunkByteCount - pending.count)
             pending.append(contentsOf: rest.prefix(take))
             rest = rest.dropFirst(take)
@@ -54,16 +64,31 @@ package final class AgeEncryptor {
     /// Seals the last chunk (empty only when the whole payload is).
     package func finish() throws(DataProtectionError) {
         precondition(!finished, "finish twice")
-        try seal(last: true)
+        try sealPending(last: true)
         finished = true
     }
 
-    private func seal(last: Bool) throws(DataProtectionError) {
-        let nonce = AgeFormat.chunkNonce(counter, last: last)
-        let sealed = try AgeFormat.sodium { () throws(SodiumError) in try ChaCha20Poly1305.seal(pending, using: payloadKey, nonce: nonce) }
+    /// Seals the pending chunk, then wipes it.
+    private func sealPending(last: Bool) throws(DataProtectionError) {
+        try pending.withUnsafeBytes { chunk in
+            Result { () throws(DataProtectionError) in try seal(chunk, last: last) }
+        }.get()
         pending.resetBytes(in: 0..<pending.count)
         pending.removeAll(keepingCapacity: true)
+    }
+
+    private func seal(_ chunk: UnsafeRawBufferPointer, last: Bool) throws(DataProtectionError) {
+        let nonce = AgeFormat.chunkNonce(counter, last: last)
+        let length = chunk.count + ChaCha20Poly1305.tagByteCount
+        let key = payloadKey
+        try sealed.withUnsafeMutableBytes { out in
+            Result { () throws(DataProtectionError) in
+                try AgeFormat.sodium { () throws(SodiumError) in
+                    try ChaCha20Poly1305.seal(chunk, into: UnsafeMutableRawBufferPointer(rebasing: out.prefix(length)), using: key, nonce: nonce)
+                }
+            }
+        }.get()
         counter += 1
-        try emit(sealed)
+        try emit(sealed.prefix(length))
     }
 }
