@@ -2,6 +2,7 @@ import DataProtection
 import DataProtectionAgent
 import Foundation
 import SystemPackage
+import TestSupport
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -108,52 +109,6 @@ struct AgentPlaintextTests {
         return Data(text.utf8)
     }
 
-    /// Copies of `needle` in the readable private memory of process `pid` (its heap, stacks and
-    /// anonymous mappings; mapped files hold none of a client's data), read through /proc.
-    static func copies(of needle: String, inProcess pid: Int32) throws -> (count: Int, bytes: Int) {
-        let maps = try String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8)
-        let memory = open("/proc/\(pid)/mem", O_RDONLY)
-        try #require(memory >= 0, "cannot open /proc/\(pid)/mem: errno \(errno)")
-        defer { close(memory) }
-        let pattern = Array(needle.utf8)
-        var count = 0, scanned = 0
-        let window = 1 << 20
-        var buffer = [UInt8](repeating: 0, count: window + pattern.count)
-        for line in maps.split(separator: "\n") {
-            let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
-            guard fields.count >= 5, fields[1].hasPrefix("r") else { continue }
-            let path = fields.count == 6 ? fields[5].trimmingCharacters(in: .whitespaces) : ""
-            guard path.isEmpty || path.hasPrefix("[heap") || path.hasPrefix("[stack") || path.hasPrefix("[anon") else { continue }
-            let bounds = fields[0].split(separator: "-").compactMap { UInt64($0, radix: 16) }
-            guard bounds.count == 2 else { continue }
-            var position = bounds[0]
-            while position < bounds[1] {
-                let length = Int(min(UInt64(window + pattern.count - 1), bounds[1] - position))
-                let read = buffer.withUnsafeMutableBytes { pread(memory, $0.baseAddress, length, off_t(Int64(bitPattern: position))) }
-                if read < pattern.count {
-                    position += UInt64(min(window, Int(bounds[1] - position)))
-                    continue
-                }
-                buffer.withUnsafeBytes { raw in
-                    pattern.withUnsafeBytes { needleBytes in
-                        var from = 0
-                        while from + pattern.count <= read,
-                              let hit = memchr(raw.baseAddress! + from, Int32(pattern[0]), read - from - pattern.count + 1) {
-                            let at = raw.baseAddress!.distance(to: UnsafeRawPointer(hit))
-                            if memcmp(hit, needleBytes.baseAddress!, pattern.count) == 0,
-                               at < window || UInt64(read) + position >= bounds[1] { count += 1 }
-                            from = at + 1
-                        }
-                    }
-                }
-                let advance = min(window, read)
-                scanned += advance
-                position += UInt64(advance)
-            }
-        }
-        return (count, scanned)
-    }
-
     @Test("after lock with grace 0, the agent's memory holds no copy of a marker put, cat, got with -o, written through a handle and returned as SQL rows")
     func noMarkerAfterTheDiscard() throws {
         let agent = try RealAgent()
@@ -200,14 +155,14 @@ struct AgentPlaintextTests {
         // In flight over the lock: a cat whose reader reads nothing, its pieces waiting in the agent.
         let (paused, pausedOutput, pausedErrors) = try agent.launch(["cat", "Docs/marker.txt"])
         Thread.sleep(forTimeInterval: 1)
-        let before = try Self.copies(of: String(prefix.dropLast()), inProcess: agent.pid)
+        let before = try ProcessMemory.copies(of: String(prefix.dropLast()), inProcess: agent.pid)
         #expect(before.count > 0, "positive control: the paused transfer's pieces hold the marker (\(before.count) copies)")
         #expect(try agent.run(["lock"]).status == 0)
         _ = pausedOutput.fileHandleForReading.readDataToEndOfFile()
         _ = pausedErrors.fileHandleForReading.readDataToEndOfFile()
         paused.waitUntilExit()
         #expect(paused.terminationStatus == 10, "the paused cat stops at the discard")
-        let after = try Self.copies(of: String(prefix.dropLast()), inProcess: agent.pid)
+        let after = try ProcessMemory.copies(of: String(prefix.dropLast()), inProcess: agent.pid)
         print("agent memory scan: \(before.count) copies of the marker before the lock, \(after.count) after, \(after.bytes) bytes scanned")
         #expect(after.bytes > 1 << 20)
         #expect(after.count == 0, "copies of the marker left in the agent after the discard: \(after.count)")
