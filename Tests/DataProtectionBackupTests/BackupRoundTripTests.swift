@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import SodiumBridge
 import Testing
 @testable import DataProtection
@@ -157,6 +158,36 @@ struct BackupRoundTripTests {
             try target.write(Data("mine".utf8), to: "mine", protection: .none, options: [])
             #expect { try restore(archive, into: target, identities: [identity]) } throws: { ($0 as? DataProtectionError)?.code == .fileExists }
             #expect(try target.contentsOfDirectory(atPath: "/") == ["mine"])
+        }
+    }
+
+    @Test("an output that fails mid-archive (or at the header) fails the backup with its own error, every thread joined")
+    func failingOutput() throws {
+        try withScratch { root in
+            let store = try makeStore(in: root, name: "failing")
+            try store.write(Random.bytes(count: 6 << 20), to: "big", protection: .complete)
+            let recipient = try #require(AgeIdentity.generate().recipient)
+            for limit in [0, 100, 3 << 20] {
+                let written = Mutex(0)
+                let output = BackupOutput { (data: Data) throws(DataProtectionError) in
+                    try written.withLock { (total: inout Int) throws(DataProtectionError) in
+                        guard total + data.count <= limit else {
+                            throw DataProtectionError(.ioFailure, "the disk is full (test)")
+                        }
+                        total += data.count
+                    }
+                }
+                do throws(DataProtectionError) {
+                    try Backup.create(of: store, device: store.device, to: output, recipients: [recipient])
+                    Issue.record("a backup into an output that fails after \(limit) bytes succeeded")
+                } catch {
+                    #expect(error.code == .ioFailure, "\(error)")
+                    #expect(error.message.contains("the disk is full"), "\(error)")
+                }
+                #expect(written.withLock { $0 } <= limit)
+            }
+            // The store is still usable: a backup into a working output succeeds.
+            try backUp(store, to: root.appendingPathComponent("ok.age"), recipients: [recipient])
         }
     }
 }

@@ -48,19 +48,29 @@ extension Backup {
         }
         let itemsEntry = try items?.exportMigratableItems()
 
-        let encryptor = try AgeEncryptor(recipients: recipients, output: output)
-        // age's encryption and the output run on a thread of their own, the store's reads on this one.
+        // Three threads: the store's reads on this one, age's encryption on a second, the
+        // output's writes on a third (the encrypting thread was the bottleneck with both).
+        let writer = BackgroundOutput(output)
+        let encryptor: AgeEncryptor
+        do throws(DataProtectionError) {
+            encryptor = try AgeEncryptor(recipients: recipients, output: writer.output)
+        } catch {
+            writer.cancel()
+            throw error
+        }
         let box = EncryptorBox(encryptor)
         let pipe = BackgroundPipe.consuming { (data: Data) throws(DataProtectionError) in try box.encryptor.write(data) }
         do throws(DataProtectionError) {
             let summary = try archive(entries, of: store, rootClass: rootClass, itemsEntry: itemsEntry, into: pipe, progress: progress)
             try pipe.finish()
             try encryptor.finish()
+            try writer.finish()
             progress(encryptor.written)
             return BackupSummary(entries: summary.entries, archiveBytes: encryptor.written, contentBytes: summary.contentBytes,
                                  recipientTypes: recipients.map { $0.isPassphrase ? "scrypt" : "X25519" })
         } catch {
             pipe.cancel()
+            writer.cancel()
             throw error
         }
     }
