@@ -74,17 +74,9 @@ public final class AgentDevice: DeviceControlling {
     /// until `body` returns `false` or the agent goes away. A connection of its own carries
     /// the events. `ready` runs once the agent is watching (nothing posted after it is missed).
     public func watch(ready: () -> Void = {}, _ body: (AgentEvent) -> Bool) throws(DataProtectionError) {
-        let watcher = try AgentConnection(socketPath: connection.socketPath)
-        defer { watcher.close() }
-        let channel = try watcher.startWatching()
-        ready()
-        while let (payload, descriptor) = try? channel.receive() {
-            try? descriptor?.close()
-            switch try? AgentResponse.decode(payload) {
-            case .event(let event): guard body(event) else { return }
-            case .sessionEvent: continue
-            default: return
-            }
+        try watchAll(ready: ready) { event in
+            guard case .device(let event) = event else { return true }  // a session event: not asked for
+            return body(event)
         }
     }
 
