@@ -137,19 +137,21 @@ extension TPMContext {
     }
 
     static func marshal(_ value: UnsafeMutablePointer<TPM2B_PUBLIC>) throws(TPMError) -> Data {
-        var buffer = [UInt8](repeating: 0, count: MemoryLayout<TPM2B_PUBLIC>.size)
-        var offset = 0
-        guard Tss2_MU_TPM2B_PUBLIC_Marshal(value, &buffer, buffer.count, &offset) == 0 else {
-            throw .failed(code: 0, message: "the public area could not be marshalled")
-        }
-        return Data(buffer.prefix(offset))
+        try marshal(value, what: "public", Tss2_MU_TPM2B_PUBLIC_Marshal)
     }
 
     static func marshal(_ value: UnsafeMutablePointer<TPM2B_PRIVATE>) throws(TPMError) -> Data {
-        var buffer = [UInt8](repeating: 0, count: MemoryLayout<TPM2B_PRIVATE>.size)
+        try marshal(value, what: "private", Tss2_MU_TPM2B_PRIVATE_Marshal)
+    }
+
+    private static func marshal<T>(
+        _ value: UnsafeMutablePointer<T>, what: String,
+        _ function: (UnsafePointer<T>?, UnsafeMutablePointer<UInt8>?, Int, UnsafeMutablePointer<Int>?) -> TSS2_RC
+    ) throws(TPMError) -> Data {
+        var buffer = [UInt8](repeating: 0, count: MemoryLayout<T>.size)
         var offset = 0
-        guard Tss2_MU_TPM2B_PRIVATE_Marshal(value, &buffer, buffer.count, &offset) == 0 else {
-            throw .failed(code: 0, message: "the private area could not be marshalled")
+        guard function(value, &buffer, buffer.count, &offset) == 0 else {
+            throw .failed(code: 0, message: "the \(what) area could not be marshalled")
         }
         return Data(buffer.prefix(offset))
     }
