@@ -34,6 +34,26 @@ struct BackupCommand: ParsableCommand {
         ProgressBar(total: total, quiet: quiet)
     }
 
+    /// The archive `restore` and `verify` read, and what opens it.
+    struct ArchiveOptions: ParsableArguments {
+        @OptionGroup var passphrase: PassphraseOptions
+
+        @Argument(help: ArgumentHelp("The archive, or `-` for standard input.", valueName: "archive"))
+        var archive: String
+
+        @Option(name: .customShort("i"), help: ArgumentHelp("An age identity file (AGE-SECRET-KEY-1…, mode 0600); repeatable.", valueName: "file"))
+        var identityFiles: [String] = []
+
+        /// Gathers the identities, then opens the archive and hands both to `body` (with the
+        /// archive's size when it is a file); the archive is closed after.
+        func withArchive<R>(_ body: ([AgeIdentity], BackupInput, UInt64?) throws -> R) throws -> R {
+            let identities = try BackupCommand.identities(files: identityFiles, passphrase: passphrase)
+            let (input, descriptor, size) = try BackupCommand.input(archive)
+            defer { if archive != "-" { try? descriptor.close() } }
+            return try body(identities, input, size)
+        }
+    }
+
     /// The archive to read: a file, or standard input for `-`.
     static func input(_ given: String) throws(DataProtectionError) -> (BackupInput, FileDescriptor, UInt64?) {
         if given == "-" { return (.fileDescriptor(.standardInput), .standardInput, nil) }
@@ -188,26 +208,19 @@ extension BackupCommand {
         @OptionGroup var passcodeOptions: PasscodeOptions
         @OptionGroup var progress: ProgressOptions
         @OptionGroup var report: OutputOptions
-        @OptionGroup var passphrase: PassphraseOptions
-
-        @Argument(help: ArgumentHelp("The archive, or `-` for standard input.", valueName: "archive"))
-        var archive: String
-
-        @Option(name: .customShort("i"), help: ArgumentHelp("An age identity file (AGE-SECRET-KEY-1…, mode 0600); repeatable.", valueName: "file"))
-        var identityFiles: [String] = []
+        @OptionGroup var source: ArchiveOptions
 
         func run() throws {
             try reporting {
-                let identities = try BackupCommand.identities(files: identityFiles, passphrase: passphrase)
-                let (input, descriptor, size) = try BackupCommand.input(archive)
-                defer { if archive != "-" { try? descriptor.close() } }
-                let session = try Session(storeOptions, passcode: passcodeOptions)
-                try session.unlock(for: .complete)
-                let bar = BackupCommand.progressBar(total: size, quiet: progress.quiet)
-                defer { bar.finish() }
-                let summary = try Backup.restore(from: input, identities: identities, into: session.store,
-                                                 items: KeychainBackupItems(session.keychain(unlockingFor: .complete))) { read in bar.set(read) }
-                if report.json { try printJSON(BackupCommand.report(summary, archive: archive)) }
+                try source.withArchive { identities, input, size in
+                    let session = try Session(storeOptions, passcode: passcodeOptions)
+                    try session.unlock(for: .complete)
+                    let bar = BackupCommand.progressBar(total: size, quiet: progress.quiet)
+                    defer { bar.finish() }
+                    let summary = try Backup.restore(from: input, identities: identities, into: session.store,
+                                                     items: KeychainBackupItems(session.keychain(unlockingFor: .complete))) { read in bar.set(read) }
+                    if report.json { try printJSON(BackupCommand.report(summary, archive: source.archive)) }
+                }
             }
         }
     }
@@ -220,29 +233,22 @@ extension BackupCommand {
 
         @OptionGroup var progress: ProgressOptions
         @OptionGroup var report: OutputOptions
-        @OptionGroup var passphrase: PassphraseOptions
-
-        @Argument(help: ArgumentHelp("The archive, or `-` for standard input.", valueName: "archive"))
-        var archive: String
-
-        @Option(name: .customShort("i"), help: ArgumentHelp("An age identity file (AGE-SECRET-KEY-1…, mode 0600); repeatable.", valueName: "file"))
-        var identityFiles: [String] = []
+        @OptionGroup var source: ArchiveOptions
 
         func run() throws {
             try reporting {
-                let identities = try BackupCommand.identities(files: identityFiles, passphrase: passphrase)
-                let (input, descriptor, size) = try BackupCommand.input(archive)
-                defer { if archive != "-" { try? descriptor.close() } }
-                let bar = BackupCommand.progressBar(total: size, quiet: progress.quiet)
-                let summary = try Backup.verify(from: input, identities: identities) { read in bar.set(read) }
-                bar.finish()
-                if report.json {
-                    let encoder = JSONEncoder()
-                    encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
-                    FileHandle.standardOutput.write(try encoder.encode(summary))
-                    FileHandle.standardOutput.write("\n")
-                } else {
-                    print(BackupCommand.listing(summary))
+                try source.withArchive { identities, input, size in
+                    let bar = BackupCommand.progressBar(total: size, quiet: progress.quiet)
+                    let summary = try Backup.verify(from: input, identities: identities) { read in bar.set(read) }
+                    bar.finish()
+                    if report.json {
+                        let encoder = JSONEncoder()
+                        encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+                        FileHandle.standardOutput.write(try encoder.encode(summary))
+                        FileHandle.standardOutput.write("\n")
+                    } else {
+                        print(BackupCommand.listing(summary))
+                    }
                 }
             }
         }
